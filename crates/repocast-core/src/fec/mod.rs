@@ -1,0 +1,233 @@
+//! Erasure codes behind one trait, and the block layout they share.
+//!
+//! An item of `size` bytes is cut into symbols of `symbol_size` bytes (the
+//! last one zero-padded) and grouped into source blocks ([`layout`]). Each
+//! code turns a block's source symbols into encoding symbols numbered by an
+//! encoding symbol id (ESI): ids `0..k` are the source symbols themselves,
+//! higher ids are repair. The same [`BlockDecoder`] runs with payloads (real
+//! decoding) or without them (symbol accounting for the simulator: which ids
+//! are held and whether the code could decode from them).
+//!
+//! Codes: [`raptorq`] (RFC 6330, default), [`reed_solomon`] (Fcast-style
+//! blocks), [`xor`] (MFTP/EC parity groups) and [`exact`] (no code).
+
+pub mod exact;
+pub mod layout;
+pub mod raptorq;
+pub mod reed_solomon;
+pub mod xor;
+
+use crate::rng::Rng;
+
+/// Which erasure code an item uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CodeKind {
+    /// RaptorQ fountain code (RFC 6330): unlimited fresh repair symbols.
+    RaptorQ,
+    /// Reed-Solomon (n, k) blocks, GF(2^16) via `reed-solomon-simd`.
+    ReedSolomon,
+    /// XOR parity over groups of k packets (MFTP/EC).
+    Xor,
+    /// No code: repair resends the very packets that were lost.
+    Exact,
+}
+
+impl CodeKind {
+    /// Every code, in a fixed order.
+    pub const ALL: [CodeKind; 4] = [
+        CodeKind::RaptorQ,
+        CodeKind::ReedSolomon,
+        CodeKind::Xor,
+        CodeKind::Exact,
+    ];
+
+    /// Wire value.
+    pub fn to_u8(self) -> u8 {
+        match self {
+            CodeKind::RaptorQ => 0,
+            CodeKind::ReedSolomon => 1,
+            CodeKind::Xor => 2,
+            CodeKind::Exact => 3,
+        }
+    }
+
+    /// From a wire value.
+    pub fn from_u8(v: u8) -> Option<Self> {
+        CodeKind::ALL.get(v as usize).copied()
+    }
+
+    /// The name used in configs and the scheme notation.
+    pub fn name(self) -> &'static str {
+        match self {
+            CodeKind::RaptorQ => "raptorq",
+            CodeKind::ReedSolomon => "rs",
+            CodeKind::Xor => "xor",
+            CodeKind::Exact => "exact",
+        }
+    }
+
+    /// Parses [`CodeKind::name`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        CodeKind::ALL.into_iter().find(|c| c.name() == s)
+    }
+
+    /// Largest source block this code accepts, in symbols.
+    pub fn max_block_symbols(self) -> u32 {
+        match self {
+            CodeKind::RaptorQ => raptorq::MAX_K,
+            CodeKind::ReedSolomon => reed_solomon::MAX_K,
+            CodeKind::Xor => xor::MAX_K,
+            CodeKind::Exact => 1 << 20,
+        }
+    }
+
+    /// The block size used unless configured otherwise.
+    pub fn default_block_symbols(self) -> u32 {
+        match self {
+            CodeKind::RaptorQ => 1000,
+            CodeKind::ReedSolomon => 32,
+            CodeKind::Xor => 16,
+            CodeKind::Exact => 1000,
+        }
+    }
+
+    /// Number of distinct encoding symbol ids a block of `k` symbols has;
+    /// the server wraps around past it (only RaptorQ never needs to).
+    pub fn symbol_space(self, k: u32) -> u32 {
+        match self {
+            CodeKind::RaptorQ => crate::wire::data::MAX_SYMBOL_ID,
+            CodeKind::ReedSolomon => k + reed_solomon::repair_count(k),
+            CodeKind::Xor => crate::wire::data::MAX_SYMBOL_ID,
+            CodeKind::Exact => k,
+        }
+    }
+
+    /// Whether a NAK for this code lists the missing source ids.
+    pub fn naks_list_ids(self) -> bool {
+        matches!(self, CodeKind::Exact | CodeKind::Xor)
+    }
+
+    /// An encoder for one block's source bytes (`k * symbol_size` bytes).
+    pub fn encoder(
+        self,
+        k: u32,
+        symbol_size: u16,
+        data: Vec<u8>,
+    ) -> Result<Box<dyn BlockEncoder>, FecError> {
+        if data.len() != k as usize * symbol_size as usize || k == 0 {
+            return Err(FecError::BadBlock { k, len: data.len() });
+        }
+        Ok(match self {
+            CodeKind::RaptorQ => Box::new(raptorq::RaptorQEncoder::new(k, symbol_size, data)),
+            CodeKind::ReedSolomon => Box::new(reed_solomon::RsEncoder::new(k, symbol_size, data)?),
+            CodeKind::Xor => Box::new(xor::XorEncoder::new(k, symbol_size, data)),
+            CodeKind::Exact => Box::new(exact::ExactEncoder::new(k, symbol_size, data)),
+        })
+    }
+
+    /// A decoder for one block of `k` symbols. `payloads` chooses real
+    /// decoding or symbol accounting; `rng` draws the accounting model's
+    /// decode failures (RaptorQ only).
+    pub fn decoder(
+        self,
+        k: u32,
+        symbol_size: u16,
+        payloads: bool,
+        rng: &mut Rng,
+    ) -> Box<dyn BlockDecoder> {
+        match self {
+            CodeKind::RaptorQ => {
+                Box::new(raptorq::RaptorQDecoder::new(k, symbol_size, payloads, rng))
+            }
+            CodeKind::ReedSolomon => {
+                Box::new(reed_solomon::RsDecoder::new(k, symbol_size, payloads))
+            }
+            CodeKind::Xor => Box::new(xor::XorDecoder::new(k, symbol_size, payloads)),
+            CodeKind::Exact => Box::new(exact::ExactDecoder::new(k, symbol_size, payloads)),
+        }
+    }
+}
+
+/// Errors of the FEC layer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FecError {
+    /// The block's bytes do not match `k * symbol_size`, or `k` is zero.
+    #[error("block of {k} symbols cannot have {len} bytes")]
+    BadBlock {
+        /// Symbols in the block.
+        k: u32,
+        /// Bytes supplied.
+        len: usize,
+    },
+    /// The code rejected its parameters.
+    #[error("code parameters rejected: {0}")]
+    Params(String),
+}
+
+/// Produces encoding symbols for one source block.
+pub trait BlockEncoder: Send {
+    /// Writes the symbol with id `esi` into `out` (cleared first). Ids past
+    /// the code's symbol space wrap around.
+    fn symbol(&mut self, esi: u32, out: &mut Vec<u8>);
+}
+
+/// Collects encoding symbols of one block until it can be decoded.
+pub trait BlockDecoder: Send {
+    /// Adds a symbol. `payload` must be `Some` (of exactly the symbol size)
+    /// in payload mode and is ignored in accounting mode. Returns false if the
+    /// symbol was a duplicate or otherwise useless.
+    fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool;
+    /// Further symbols needed before decoding is expected to succeed.
+    fn needed(&self) -> u32;
+    /// Missing source ids (meaningful for the exact and XOR codes).
+    fn missing(&self) -> Vec<u32>;
+    /// Decodes if possible: `Some(block bytes)` in payload mode, `Some(empty)`
+    /// in accounting mode; `None` while more symbols are needed.
+    fn try_decode(&mut self) -> Option<Vec<u8>>;
+}
+
+/// A set of symbol ids, as a growable bitmap.
+#[derive(Debug, Clone, Default)]
+pub struct IdSet {
+    words: Vec<u64>,
+    len: u32,
+}
+
+impl IdSet {
+    /// Inserts `id`; true if it was new.
+    pub fn insert(&mut self, id: u32) -> bool {
+        let w = (id / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+        let bit = 1u64 << (id % 64);
+        if self.words[w] & bit != 0 {
+            return false;
+        }
+        self.words[w] |= bit;
+        self.len += 1;
+        true
+    }
+
+    /// Whether `id` is present.
+    pub fn contains(&self, id: u32) -> bool {
+        self.words
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+    }
+
+    /// Number of ids present.
+    pub fn len(&self) -> u32 {
+        self.len
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Ids below `k` that are absent.
+    pub fn missing_below(&self, k: u32) -> Vec<u32> {
+        (0..k).filter(|&i| !self.contains(i)).collect()
+    }
+}

@@ -1,0 +1,142 @@
+//! Seeded packet-loss models: Bernoulli and two-state Gilbert-Elliott.
+//!
+//! Used by the in-process [`crate::harness`], by the simulator's links and by
+//! the network layer's loss emulation, so all three lose packets the same way.
+
+use crate::rng::Rng;
+
+/// Parameters of a loss model (a value, cheap to copy into configs).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LossSpec {
+    /// Each packet is lost independently with probability `p`.
+    Bernoulli { p: f64 },
+    /// Two states: Good loses with `loss_good`, Bad with `loss_bad`;
+    /// `p_gb` is the chance per packet of going Good to Bad, `p_bg` back.
+    GilbertElliott {
+        p_gb: f64,
+        p_bg: f64,
+        loss_good: f64,
+        loss_bad: f64,
+    },
+}
+
+impl LossSpec {
+    /// No loss.
+    pub const NONE: LossSpec = LossSpec::Bernoulli { p: 0.0 };
+
+    /// The long-run fraction of packets lost.
+    pub fn mean_loss(&self) -> f64 {
+        match *self {
+            LossSpec::Bernoulli { p } => p,
+            LossSpec::GilbertElliott {
+                p_gb,
+                p_bg,
+                loss_good,
+                loss_bad,
+            } => {
+                let denom = p_gb + p_bg;
+                if denom <= 0.0 {
+                    return loss_good;
+                }
+                let bad = p_gb / denom;
+                bad * loss_bad + (1.0 - bad) * loss_good
+            }
+        }
+    }
+
+    /// A Gilbert-Elliott model with mean loss `mean` and mean burst length
+    /// `burst` packets (Bad loses everything, Good nothing).
+    pub fn bursty(mean: f64, burst: f64) -> LossSpec {
+        let p_bg = 1.0 / burst.max(1.0);
+        let mean = mean.clamp(0.0, 0.999);
+        let p_gb = mean * p_bg / (1.0 - mean);
+        LossSpec::GilbertElliott {
+            p_gb,
+            p_bg,
+            loss_good: 0.0,
+            loss_bad: 1.0,
+        }
+    }
+}
+
+/// A running loss model with its own RNG stream.
+#[derive(Debug, Clone)]
+pub struct LossModel {
+    spec: LossSpec,
+    bad: bool,
+    rng: Rng,
+}
+
+impl LossModel {
+    /// A model following `spec`, drawing from a generator seeded by `seed`.
+    pub fn new(spec: LossSpec, seed: u64) -> Self {
+        LossModel {
+            spec,
+            bad: false,
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// The model's parameters.
+    pub fn spec(&self) -> LossSpec {
+        self.spec
+    }
+
+    /// Decides the fate of the next packet: true if it is lost.
+    pub fn lose(&mut self) -> bool {
+        match self.spec {
+            LossSpec::Bernoulli { p } => p > 0.0 && self.rng.chance(p),
+            LossSpec::GilbertElliott {
+                p_gb,
+                p_bg,
+                loss_good,
+                loss_bad,
+            } => {
+                let flip = if self.bad { p_bg } else { p_gb };
+                if self.rng.chance(flip) {
+                    self.bad = !self.bad;
+                }
+                let p = if self.bad { loss_bad } else { loss_good };
+                self.rng.chance(p)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(spec: LossSpec) -> f64 {
+        let mut m = LossModel::new(spec, 3);
+        let n = 200_000;
+        (0..n).filter(|_| m.lose()).count() as f64 / n as f64
+    }
+
+    #[test]
+    fn bernoulli_and_gilbert_elliott_hit_their_mean() {
+        assert!((measured(LossSpec::Bernoulli { p: 0.2 }) - 0.2).abs() < 0.01);
+        assert_eq!(measured(LossSpec::NONE), 0.0);
+        let ge = LossSpec::bursty(0.1, 8.0);
+        assert!((ge.mean_loss() - 0.1).abs() < 1e-9);
+        assert!((measured(ge) - 0.1).abs() < 0.015);
+    }
+
+    #[test]
+    fn gilbert_elliott_loses_in_bursts() {
+        let mut m = LossModel::new(LossSpec::bursty(0.1, 8.0), 9);
+        let (mut runs, mut lost, mut prev) = (0, 0, false);
+        for _ in 0..100_000 {
+            let l = m.lose();
+            if l {
+                lost += 1;
+                if !prev {
+                    runs += 1;
+                }
+            }
+            prev = l;
+        }
+        let mean_burst = lost as f64 / runs as f64;
+        assert!(mean_burst > 6.0 && mean_burst < 10.0, "{mean_burst}");
+    }
+}

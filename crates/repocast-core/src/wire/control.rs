@@ -1,0 +1,315 @@
+//! Messages of the TCP request connection, client to server and back.
+//!
+//! A client says hello, may list the catalogue, requests items, and sends a
+//! NAK or an item-done report after each transmission it listened to. The
+//! server answers with its welcome, catalogue pages, a manifest entry per
+//! requested item, notifies of transmissions in progress (for `+notify`),
+//! progress, and finally done or failed with a reason.
+
+use super::announce::AnnounceRepr;
+use super::codec::{Reader, Writer};
+use super::manifest::{MAX_NAME_LEN, ManifestEntry};
+use super::nak::NakRepr;
+use super::{WireError, kind};
+use crate::{ItemId, SessionId, TransmissionId};
+
+/// Most items one request may name.
+pub const MAX_REQUEST_ITEMS: u32 = 1 << 20;
+/// Most catalogue entries in one catalogue message.
+pub const MAX_CATALOGUE_ENTRIES: u32 = 1 << 16;
+/// Longest reason or client name string.
+pub const MAX_TEXT_LEN: usize = 1024;
+
+/// An item named in a request: by catalogue id or by relative path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ItemSel {
+    /// By catalogue id.
+    Id(ItemId),
+    /// By name (relative path).
+    Name(String),
+}
+
+/// One catalogue line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogueEntry {
+    /// Item id.
+    pub item: ItemId,
+    /// Relative path.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Client to server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientMsg {
+    /// First message: the client's name (for logs).
+    Hello { name: String },
+    /// Ask for the catalogue.
+    ListCatalogue,
+    /// Request items.
+    Request { items: Vec<ItemSel> },
+    /// Symbols still needed after a transmission.
+    Nak(NakRepr),
+    /// The item is decoded and verified.
+    ItemDone {
+        item: ItemId,
+        transmission: TransmissionId,
+        received: u32,
+        expected: u32,
+    },
+    /// ARM: asks the sender to raise maxseqno for the transmission.
+    ArmNak {
+        transmission: TransmissionId,
+        item: ItemId,
+        want_maxseq: u32,
+        echo_timestamp_us: u64,
+        hold_us: u32,
+    },
+    /// The client is leaving.
+    Bye,
+}
+
+/// Server to client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerMsg {
+    /// Answer to hello.
+    Welcome { session: SessionId, items: u32 },
+    /// A page of the catalogue; `more` says whether pages follow.
+    Catalogue {
+        entries: Vec<CatalogueEntry>,
+        more: bool,
+    },
+    /// The manifest of a requested item. The client listens to every
+    /// transmission of the item numbered `next_transmission` or later.
+    Manifest {
+        entry: ManifestEntry,
+        next_transmission: TransmissionId,
+    },
+    /// A transmission of a requested item is in progress: join it.
+    Notify(AnnounceRepr),
+    /// Progress of the request.
+    Progress { items_done: u32, items_total: u32 },
+    /// An item (or, with `item: None`, the whole request) failed.
+    Failed {
+        item: Option<ItemId>,
+        name: String,
+        reason: String,
+    },
+    /// Every requested item is complete.
+    Done,
+}
+
+impl ClientMsg {
+    /// Parses one control frame; never panics.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let m = match r.header()? {
+            kind::HELLO => ClientMsg::Hello {
+                name: r.string("client name", MAX_TEXT_LEN)?,
+            },
+            kind::LIST => ClientMsg::ListCatalogue,
+            kind::REQUEST => {
+                let n = r.count("request items", MAX_REQUEST_ITEMS, 5)?;
+                let mut items = Vec::with_capacity(n);
+                for _ in 0..n {
+                    items.push(match r.u8()? {
+                        0 => ItemSel::Id(ItemId(r.u32()?)),
+                        1 => ItemSel::Name(r.string("item name", MAX_NAME_LEN)?),
+                        v => {
+                            return Err(WireError::OutOfRange {
+                                field: "item selector",
+                                value: v as u64,
+                            });
+                        }
+                    });
+                }
+                ClientMsg::Request { items }
+            }
+            kind::NAK => ClientMsg::Nak(NakRepr::parse_body(&mut r)?),
+            kind::ITEM_DONE => ClientMsg::ItemDone {
+                item: ItemId(r.u32()?),
+                transmission: TransmissionId(r.u32()?),
+                received: r.u32()?,
+                expected: r.u32()?,
+            },
+            kind::ARM_NAK => ClientMsg::ArmNak {
+                transmission: TransmissionId(r.u32()?),
+                item: ItemId(r.u32()?),
+                want_maxseq: r.u32()?,
+                echo_timestamp_us: r.u64()?,
+                hold_us: r.u32()?,
+            },
+            kind::BYE => ClientMsg::Bye,
+            k => return Err(WireError::UnknownKind(k)),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+
+    /// Appends the message's bytes (without the frame length) to `buf`.
+    pub fn emit(&self, buf: &mut Vec<u8>) {
+        match self {
+            ClientMsg::Hello { name } => {
+                Writer::with_header(buf, kind::HELLO).string(name);
+            }
+            ClientMsg::ListCatalogue => {
+                Writer::with_header(buf, kind::LIST);
+            }
+            ClientMsg::Request { items } => {
+                let mut w = Writer::with_header(buf, kind::REQUEST);
+                w.count(items.len());
+                for it in items {
+                    match it {
+                        ItemSel::Id(id) => w.u8(0).u32(id.0),
+                        ItemSel::Name(n) => w.u8(1).string(n),
+                    };
+                }
+            }
+            ClientMsg::Nak(n) => n.emit_body(&mut Writer::with_header(buf, kind::NAK)),
+            ClientMsg::ItemDone {
+                item,
+                transmission,
+                received,
+                expected,
+            } => {
+                Writer::with_header(buf, kind::ITEM_DONE)
+                    .u32(item.0)
+                    .u32(transmission.0)
+                    .u32(*received)
+                    .u32(*expected);
+            }
+            ClientMsg::ArmNak {
+                transmission,
+                item,
+                want_maxseq,
+                echo_timestamp_us,
+                hold_us,
+            } => {
+                Writer::with_header(buf, kind::ARM_NAK)
+                    .u32(transmission.0)
+                    .u32(item.0)
+                    .u32(*want_maxseq)
+                    .u64(*echo_timestamp_us)
+                    .u32(*hold_us);
+            }
+            ClientMsg::Bye => {
+                Writer::with_header(buf, kind::BYE);
+            }
+        }
+    }
+}
+
+impl ServerMsg {
+    /// Parses one control frame; never panics.
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let m = match r.header()? {
+            kind::WELCOME => ServerMsg::Welcome {
+                session: SessionId(r.u32()?),
+                items: r.u32()?,
+            },
+            kind::CATALOGUE => {
+                let n = r.count("catalogue entries", MAX_CATALOGUE_ENTRIES, 14)?;
+                let mut entries = Vec::with_capacity(n);
+                for _ in 0..n {
+                    entries.push(CatalogueEntry {
+                        item: ItemId(r.u32()?),
+                        name: r.string("item name", MAX_NAME_LEN)?,
+                        size: r.u64()?,
+                    });
+                }
+                let more = parse_bool(&mut r)?;
+                ServerMsg::Catalogue { entries, more }
+            }
+            kind::MANIFEST => ServerMsg::Manifest {
+                entry: ManifestEntry::parse_body(&mut r)?,
+                next_transmission: TransmissionId(r.u32()?),
+            },
+            kind::NOTIFY => ServerMsg::Notify(AnnounceRepr::parse_body(&mut r)?),
+            kind::PROGRESS => ServerMsg::Progress {
+                items_done: r.u32()?,
+                items_total: r.u32()?,
+            },
+            kind::FAILED => {
+                let item = match r.u8()? {
+                    0 => None,
+                    1 => Some(ItemId(r.u32()?)),
+                    v => {
+                        return Err(WireError::OutOfRange {
+                            field: "failed item flag",
+                            value: v as u64,
+                        });
+                    }
+                };
+                ServerMsg::Failed {
+                    item,
+                    name: r.string("item name", MAX_NAME_LEN)?,
+                    reason: r.string("reason", MAX_TEXT_LEN)?,
+                }
+            }
+            kind::DONE => ServerMsg::Done,
+            k => return Err(WireError::UnknownKind(k)),
+        };
+        r.finish()?;
+        Ok(m)
+    }
+
+    /// Appends the message's bytes (without the frame length) to `buf`.
+    pub fn emit(&self, buf: &mut Vec<u8>) {
+        match self {
+            ServerMsg::Welcome { session, items } => {
+                Writer::with_header(buf, kind::WELCOME)
+                    .u32(session.0)
+                    .u32(*items);
+            }
+            ServerMsg::Catalogue { entries, more } => {
+                let mut w = Writer::with_header(buf, kind::CATALOGUE);
+                w.count(entries.len());
+                for e in entries {
+                    w.u32(e.item.0).string(&e.name).u64(e.size);
+                }
+                w.u8(*more as u8);
+            }
+            ServerMsg::Manifest {
+                entry,
+                next_transmission,
+            } => {
+                let mut w = Writer::with_header(buf, kind::MANIFEST);
+                entry.emit_body(&mut w);
+                w.u32(next_transmission.0);
+            }
+            ServerMsg::Notify(a) => a.emit_body(&mut Writer::with_header(buf, kind::NOTIFY)),
+            ServerMsg::Progress {
+                items_done,
+                items_total,
+            } => {
+                Writer::with_header(buf, kind::PROGRESS)
+                    .u32(*items_done)
+                    .u32(*items_total);
+            }
+            ServerMsg::Failed { item, name, reason } => {
+                let mut w = Writer::with_header(buf, kind::FAILED);
+                match item {
+                    None => w.u8(0),
+                    Some(i) => w.u8(1).u32(i.0),
+                };
+                w.string(name).string(reason);
+            }
+            ServerMsg::Done => {
+                Writer::with_header(buf, kind::DONE);
+            }
+        }
+    }
+}
+
+fn parse_bool(r: &mut Reader<'_>) -> Result<bool, WireError> {
+    match r.u8()? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(WireError::OutOfRange {
+            field: "bool",
+            value: v as u64,
+        }),
+    }
+}
