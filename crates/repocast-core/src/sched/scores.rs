@@ -1,0 +1,84 @@
+//! Request-mode schedulers: score every item with demand, send the best.
+//!
+//! R/Q (SPEC 3.1's default), R/(Q/fill), FIFO, most-requested and RxW. Each
+//! is one scoring function over the [`DemandTable`]; [`best`] runs the scan
+//! and breaks ties by the lowest item id.
+
+use super::{DemandTable, QKey, Scheduler};
+use crate::{Instant, ItemId};
+
+/// The item with the largest score (ties: the lowest id, as items are
+/// scanned in ascending order and only a strictly larger score wins).
+pub fn best(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
+    let mut top: Option<(f64, ItemId)> = None;
+    for item in table.active() {
+        let s = score(item);
+        if top.is_none_or(|(b, _)| s > b) {
+            top = Some((s, item));
+        }
+    }
+    top.map(|(_, i)| i)
+}
+
+fn r_over_q(table: &DemandTable, item: ItemId) -> f64 {
+    table.r(item) as f64 / table.q(item).unwrap_or(1.0).max(1e-9)
+}
+
+/// Largest R_i / Q_i, Q_i = fewest outstanding items among the waiters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RQ;
+
+impl Scheduler for RQ {
+    fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
+        best(t, |i| r_over_q(t, i))
+    }
+}
+
+/// Largest R_i / (Q_i / fill): Q is the smallest expected completion time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RQFill;
+
+impl Scheduler for RQFill {
+    fn q_key(&self) -> QKey {
+        QKey::CountOverFill
+    }
+    fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
+        best(t, |i| r_over_q(t, i))
+    }
+}
+
+/// The item of the oldest outstanding request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Fifo;
+
+impl Scheduler for Fifo {
+    fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
+        best(t, |i| {
+            -(t.oldest_request(i).map_or(0, |x| x.as_micros()) as f64)
+        })
+    }
+}
+
+/// Largest R_i.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MostRequested;
+
+impl Scheduler for MostRequested {
+    fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
+        best(t, |i| t.r(i) as f64)
+    }
+}
+
+/// Largest R_i x W_i, W_i = wait of the oldest outstanding request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Rxw;
+
+impl Scheduler for Rxw {
+    fn select(&mut self, t: &DemandTable, now: Instant) -> Option<ItemId> {
+        best(t, |i| {
+            let w = t.oldest_request(i).map_or(0.0, |x| (now - x).as_secs_f64());
+            // +1 µs so a fresh request still counts by R.
+            t.r(i) as f64 * (w + 1e-6)
+        })
+    }
+}
