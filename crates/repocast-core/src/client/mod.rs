@@ -1,1 +1,581 @@
-//! placeholder
+//! The client state machine: request, listen, decode, verify, report.
+//!
+//! Call order for a driver: [`Client::request`] once, then feed every
+//! control message ([`Client::handle_server_msg`]), announcement
+//! ([`Client::handle_announce`]) and data packet ([`Client::handle_data`]);
+//! after each call drain [`Client::poll_transmit`] (messages for the request
+//! connection) and [`Client::poll_event`]; call [`Client::handle_timeout`]
+//! at [`Client::poll_timeout`]. With payloads, each verified block comes out
+//! as [`ClientEvent::BlockVerified`] (write it at its offset), and once all
+//! are in, [`ClientEvent::ItemAssembled`] asks the driver to check the whole
+//! item's hash and answer with [`Client::confirm_item`].
+
+pub mod item;
+
+use crate::fec::layout::Layout;
+use crate::rng::Rng;
+use crate::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemSel, NakRepr, ServerMsg};
+use crate::{Instant, ItemId, SessionId, TransmissionId};
+use item::{ItemPhase, ItemRx, Listening};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Client settings.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// Seed for NAK delays and the accounting decode model.
+    pub seed: u64,
+    /// Whether packets carry payloads (false: accounting only).
+    pub payloads: bool,
+    /// Name sent in hello.
+    pub name: String,
+    /// Extra wait past an announced transmission's expected end before the
+    /// client treats it as over (its end announcement was lost).
+    pub end_grace: Duration,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            seed: 1,
+            payloads: true,
+            name: "client".into(),
+            end_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What the client tells its driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// The manifest of a requested item arrived.
+    Manifest(crate::wire::ManifestEntry),
+    /// A block decoded and matched its hash: write `data` at `offset`.
+    BlockVerified {
+        item: ItemId,
+        block: u32,
+        offset: u64,
+        data: Vec<u8>,
+    },
+    /// Every block is in: check the whole item, then call `confirm_item`.
+    ItemAssembled(ItemId),
+    /// The item is complete and verified.
+    ItemComplete(ItemId),
+    /// The item failed.
+    ItemFailed {
+        item: Option<ItemId>,
+        name: String,
+        reason: String,
+    },
+    /// The server confirmed the whole request complete.
+    Done,
+}
+
+/// Counters for metrics and results.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientStats {
+    /// Data packets received for items it listens to.
+    pub useful: u64,
+    /// Data packets it could not use (duplicates, finished blocks,
+    /// unrequested items, other sessions, transmissions it skips).
+    pub useless: u64,
+    /// NAKs sent.
+    pub naks: u64,
+    /// Blocks whose decoded bytes failed their hash.
+    pub corrupt_blocks: u64,
+}
+
+/// The client protocol state machine.
+pub struct Client {
+    cfg: ClientConfig,
+    rng: Rng,
+    session: Option<SessionId>,
+    items: BTreeMap<ItemId, ItemRx>,
+    pending_names: usize,
+    outbox: VecDeque<ClientMsg>,
+    events: VecDeque<ClientEvent>,
+    nak_window: (Duration, Duration),
+    last_announce: Option<AnnounceRepr>,
+    /// Data that arrived before the manifest that would make it useful
+    /// (the announcement can overtake the manifest), replayed on arrival.
+    early: VecDeque<DataRepr>,
+    stats: ClientStats,
+    done: bool,
+}
+
+/// Most data packets held while waiting for manifests.
+pub const EARLY_PACKETS: usize = 4096;
+
+impl Client {
+    /// A client that has not yet requested anything.
+    pub fn new(cfg: ClientConfig) -> Self {
+        Client {
+            rng: Rng::new(cfg.seed),
+            cfg,
+            session: None,
+            items: BTreeMap::new(),
+            pending_names: 0,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            nak_window: (Duration::from_millis(30), Duration::from_millis(210)),
+            last_announce: None,
+            early: VecDeque::new(),
+            stats: ClientStats::default(),
+            done: false,
+        }
+    }
+
+    /// Says hello and requests `items` (by id or name).
+    pub fn request(&mut self, _now: Instant, items: Vec<ItemSel>) {
+        self.outbox.push_back(ClientMsg::Hello {
+            name: self.cfg.name.clone(),
+        });
+        for sel in &items {
+            match sel {
+                ItemSel::Id(id) => {
+                    self.items.entry(*id).or_default();
+                }
+                ItemSel::Name(_) => self.pending_names += 1,
+            }
+        }
+        self.outbox.push_back(ClientMsg::Request { items });
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    /// Whether the server confirmed the whole request.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// Whether every item is complete or failed (nothing more to wait for).
+    pub fn is_finished(&self) -> bool {
+        self.pending_names == 0
+            && self
+                .items
+                .values()
+                .all(|i| matches!(i.phase, ItemPhase::Complete | ItemPhase::Failed))
+    }
+
+    /// Items still being received.
+    pub fn outstanding(&self) -> usize {
+        self.items
+            .values()
+            .filter(|i| !matches!(i.phase, ItemPhase::Complete | ItemPhase::Failed))
+            .count()
+    }
+
+    /// The next message for the request connection.
+    pub fn poll_transmit(&mut self) -> Option<ClientMsg> {
+        self.outbox.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// The earliest timer: a NAK due, or a transmission's end deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.items
+            .values()
+            .flat_map(|i| {
+                let l = i
+                    .listening
+                    .as_ref()
+                    .filter(|l| !l.ended)
+                    .map(|l| l.deadline);
+                [i.report_due.map(|r| r.0), l]
+            })
+            .flatten()
+            .min()
+    }
+
+    /// Marks a block as already held (verified on disk by a resume journal)
+    /// so it is neither decoded again nor asked for.
+    pub fn resume_block(&mut self, item: ItemId, block: u32) {
+        if let Some(it) = self.items.get_mut(&item) {
+            if let Some(d) = it.decoded.get_mut(block as usize).filter(|d| !**d) {
+                *d = true;
+                it.blocks_left -= 1;
+                it.decoders[block as usize] = None;
+            }
+            if it.blocks_left == 0 && it.phase == ItemPhase::Receiving {
+                self.assembled(item);
+            }
+        }
+    }
+
+    /// The driver's verdict on an assembled item's whole hash.
+    pub fn confirm_item(&mut self, _now: Instant, item: ItemId, verified: bool) {
+        let Some(it) = self
+            .items
+            .get_mut(&item)
+            .filter(|i| i.phase == ItemPhase::Assembled)
+        else {
+            return;
+        };
+        if verified {
+            it.phase = ItemPhase::Complete;
+            self.outbox.extend(it.done_report.take());
+            self.events.push_back(ClientEvent::ItemComplete(item));
+        } else {
+            let name = it
+                .manifest
+                .as_ref()
+                .map(|m| m.name.clone())
+                .unwrap_or_default();
+            it.phase = ItemPhase::Failed;
+            self.events.push_back(ClientEvent::ItemFailed {
+                item: Some(item),
+                name,
+                reason: "whole-item hash mismatch".into(),
+            });
+        }
+    }
+
+    /// A control message from the server.
+    pub fn handle_server_msg(&mut self, now: Instant, msg: ServerMsg) {
+        match msg {
+            ServerMsg::Welcome { session, .. } => self.session = Some(session),
+            ServerMsg::Catalogue { .. } | ServerMsg::Progress { .. } => {}
+            ServerMsg::Manifest {
+                entry,
+                next_transmission,
+            } => self.on_manifest(now, entry, next_transmission),
+            ServerMsg::Notify(a) => {
+                if self
+                    .items
+                    .get(&a.item)
+                    .is_some_and(|i| i.phase == ItemPhase::Receiving)
+                {
+                    self.listen(now, &a);
+                }
+            }
+            ServerMsg::Failed { item, name, reason } => {
+                match item.and_then(|i| self.items.get_mut(&i)) {
+                    Some(it) => it.phase = ItemPhase::Failed,
+                    None => self.pending_names = self.pending_names.saturating_sub(1),
+                }
+                self.events
+                    .push_back(ClientEvent::ItemFailed { item, name, reason });
+            }
+            ServerMsg::Done => {
+                self.done = true;
+                self.events.push_back(ClientEvent::Done);
+            }
+        }
+    }
+
+    fn on_manifest(
+        &mut self,
+        now: Instant,
+        entry: crate::wire::ManifestEntry,
+        from: TransmissionId,
+    ) {
+        let item = entry.item;
+        let Ok(layout) = Layout::new(entry.size, &entry.fec) else {
+            self.events.push_back(ClientEvent::ItemFailed {
+                item: Some(item),
+                name: entry.name,
+                reason: "manifest layout too large".into(),
+            });
+            return;
+        };
+        if self.cfg.payloads && entry.block_hashes.len() != layout.blocks() as usize {
+            self.events.push_back(ClientEvent::ItemFailed {
+                item: Some(item),
+                name: entry.name,
+                reason: "manifest has the wrong number of block hashes".into(),
+            });
+            return;
+        }
+        let it = match self.items.get_mut(&item) {
+            Some(it) if it.phase == ItemPhase::Requested => it,
+            Some(_) => return,
+            None if self.pending_names > 0 => {
+                self.pending_names -= 1;
+                self.items.entry(item).or_default()
+            }
+            None => return,
+        };
+        it.set_manifest(entry.clone(), layout, from);
+        self.events.push_back(ClientEvent::Manifest(entry));
+        if layout.blocks() == 0 {
+            self.assembled(item);
+            return;
+        }
+        // An announcement (and data) that overtook our manifest still count.
+        if let Some(a) = self.last_announce.clone() {
+            if a.item == item && a.kind != AnnounceKind::End && a.transmission >= from {
+                self.listen(now, &a);
+            }
+        }
+        let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
+            std::mem::take(&mut self.early)
+                .into_iter()
+                .partition(|p| p.item == item);
+        self.early = keep;
+        for p in replay {
+            self.handle_data(now, &p);
+        }
+    }
+
+    /// An announcement from the announcement channel.
+    pub fn handle_announce(&mut self, now: Instant, a: &AnnounceRepr) {
+        if self.session.is_some_and(|s| s != a.session) {
+            self.stats.useless += 1;
+            return;
+        }
+        self.nak_window = (
+            Duration::from_micros(a.nak_window_min_us as u64),
+            Duration::from_micros(a.nak_window_max_us.max(a.nak_window_min_us) as u64),
+        );
+        self.last_announce = Some(a.clone());
+        // The channel moved on: whatever we listened to has ended.
+        let ended: Vec<ItemId> = self
+            .items
+            .iter()
+            .filter(|(_, i)| {
+                i.listening
+                    .as_ref()
+                    .is_some_and(|l| !l.ended && (l.id != a.transmission))
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for id in ended {
+            self.end_listening(now, id);
+        }
+        match a.kind {
+            AnnounceKind::End => {
+                if self
+                    .items
+                    .get(&a.item)
+                    .and_then(|i| i.listening.as_ref())
+                    .is_some_and(|l| l.id == a.transmission)
+                {
+                    self.end_listening(now, a.item);
+                }
+            }
+            _ => {
+                if self.items.get(&a.item).is_some_and(|i| {
+                    i.phase == ItemPhase::Receiving && a.transmission >= i.listen_from
+                }) {
+                    self.listen(now, a);
+                }
+            }
+        }
+    }
+
+    fn listen(&mut self, now: Instant, a: &AnnounceRepr) {
+        let grace = self.cfg.end_grace;
+        let Some(it) = self.items.get_mut(&a.item) else {
+            return;
+        };
+        if it
+            .listening
+            .as_ref()
+            .is_some_and(|l| l.id == a.transmission)
+        {
+            return;
+        }
+        // A newer transmission supersedes a NAK not yet sent.
+        it.report_due = None;
+        it.listening = Some(Listening {
+            id: a.transmission,
+            total: a.total_packets,
+            first_seq: None,
+            last_seq: 0,
+            received: 0,
+            deadline: now + Duration::from_micros(a.duration_us) + grace,
+            ended: false,
+        });
+    }
+
+    fn end_listening(&mut self, now: Instant, item: ItemId) {
+        let (lo, hi) = self.nak_window;
+        let delay = Duration::from_micros(
+            self.rng
+                .range_u64(lo.as_micros() as u64, hi.as_micros() as u64),
+        );
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        let Some(l) = it.listening.as_mut() else {
+            return;
+        };
+        if l.ended {
+            return;
+        }
+        l.ended = true;
+        if it.phase == ItemPhase::Receiving {
+            it.report_due = Some((now + delay, l.id));
+        }
+    }
+
+    /// Timers: sends NAKs that are due, ends transmissions whose end
+    /// announcement never came. Early calls are harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let ids: Vec<ItemId> = self.items.keys().copied().collect();
+        for id in ids {
+            let overdue = self.items[&id]
+                .listening
+                .as_ref()
+                .is_some_and(|l| !l.ended && l.deadline <= now);
+            if overdue {
+                self.end_listening(now, id);
+            }
+            let Some(it) = self.items.get_mut(&id) else {
+                continue;
+            };
+            if let Some((_, tid)) = it.report_due.filter(|r| r.0 <= now) {
+                it.report_due = None;
+                if it.phase != ItemPhase::Receiving {
+                    continue;
+                }
+                let (received, expected) = it
+                    .listening
+                    .as_ref()
+                    .map_or((0, 0), |l| (l.received, l.expected()));
+                let nak = NakRepr {
+                    transmission: tid,
+                    item: id,
+                    received,
+                    expected,
+                    needs: it.needs(),
+                };
+                self.stats.naks += 1;
+                self.outbox.push_back(ClientMsg::Nak(nak));
+            }
+        }
+    }
+
+    /// A data packet. Returns true if it was useful.
+    pub fn handle_data(&mut self, _now: Instant, p: &DataRepr) -> bool {
+        let useful = self.data(p);
+        if useful {
+            self.stats.useful += 1;
+        } else {
+            self.stats.useless += 1;
+        }
+        useful
+    }
+
+    fn data(&mut self, p: &DataRepr) -> bool {
+        if self.session.is_some_and(|s| s != p.session) {
+            return false;
+        }
+        let payloads = self.cfg.payloads;
+        let waiting_manifest = match self.items.get(&p.item) {
+            Some(it) => it.phase == ItemPhase::Requested,
+            None => self.pending_names > 0,
+        };
+        if waiting_manifest {
+            if self.early.len() >= EARLY_PACKETS {
+                self.early.pop_front();
+            }
+            self.early.push_back(p.clone());
+            return false;
+        }
+        let Some(it) = self.items.get_mut(&p.item) else {
+            return false;
+        };
+        if it.phase != ItemPhase::Receiving {
+            return false;
+        }
+        let Some(l) = it.listening.as_mut().filter(|l| l.id == p.transmission) else {
+            return false;
+        };
+        l.received += 1;
+        l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
+        l.last_seq = l.last_seq.max(p.seq);
+        let b = p.block.0;
+        if it.decoded.get(b as usize).is_none_or(|d| *d) {
+            return false;
+        }
+        let payload = payloads.then_some(p.payload.as_slice());
+        let Some(dec) = it.decoder(b, payloads, &mut self.rng) else {
+            return false;
+        };
+        if !dec.add(p.symbol, payload) {
+            return false;
+        }
+        if let Some(bytes) = dec.try_decode() {
+            self.block_decoded(p.item, b, bytes);
+        }
+        true
+    }
+
+    fn block_decoded(&mut self, item: ItemId, b: u32, mut bytes: Vec<u8>) {
+        let payloads = self.cfg.payloads;
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        let (Some(layout), Some(m)) = (it.layout, it.manifest.as_ref()) else {
+            return;
+        };
+        if payloads {
+            bytes.truncate(layout.block_len(b) as usize);
+            let ok = m
+                .block_hashes
+                .get(b as usize)
+                .is_some_and(|h| *blake3::hash(&bytes).as_bytes() == *h);
+            if !ok {
+                // A forged or corrupt symbol: start this block over.
+                it.decoders[b as usize] = None;
+                it.corrupt_blocks += 1;
+                self.stats.corrupt_blocks += 1;
+                return;
+            }
+        }
+        it.decoded[b as usize] = true;
+        it.decoders[b as usize] = None;
+        it.blocks_left -= 1;
+        if payloads {
+            self.events.push_back(ClientEvent::BlockVerified {
+                item,
+                block: b,
+                offset: layout.block_offset(b),
+                data: bytes,
+            });
+        }
+        if it.blocks_left == 0 {
+            self.assembled(item);
+        }
+    }
+
+    /// All blocks are in: report done (leaving the transmission early) and
+    /// ask the driver for the whole-item check (accounting mode: complete).
+    fn assembled(&mut self, item: ItemId) {
+        let payloads = self.cfg.payloads;
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        it.report_due = None;
+        let (tid, received, expected) = it
+            .listening
+            .as_ref()
+            .map_or((TransmissionId(0), 0, 0), |l| {
+                (l.id, l.received, l.expected())
+            });
+        it.listening = None;
+        let done = ClientMsg::ItemDone {
+            item,
+            transmission: tid,
+            received,
+            expected,
+        };
+        if payloads {
+            it.phase = ItemPhase::Assembled;
+            it.done_report = Some(done);
+            self.events.push_back(ClientEvent::ItemAssembled(item));
+        } else {
+            it.phase = ItemPhase::Complete;
+            self.events.push_back(ClientEvent::ItemComplete(item));
+            self.outbox.push_back(done);
+        }
+    }
+}

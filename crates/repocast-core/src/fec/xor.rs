@@ -26,8 +26,10 @@ pub fn mask(esi: u32, k: u32) -> u32 {
     }
     let mut z = (esi as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    // Any non-empty subset: a singleton is a resend of that source packet,
+    // which keeps tiny groups (k = 2) from seeing only the full parity.
     let m = (z ^ (z >> 29)) as u32 & full(k);
-    if m.count_ones() < 2 { full(k) } else { m }
+    if m == 0 { full(k) } else { m }
 }
 
 /// XOR-parity encoder for one group.
@@ -165,5 +167,24 @@ impl BlockDecoder for XorDecoder {
             out.extend_from_slice(&slot.as_ref()?.1);
         }
         Some(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repair_ids_reach_full_rank_for_every_group_size() {
+        for k in 1..=MAX_K {
+            // A receiver that lost every source symbol gets repair only.
+            let mut d = XorDecoder::new(k, 2, false);
+            let mut esi = k;
+            while d.try_decode().is_none() {
+                d.add(esi, None);
+                esi += 1;
+                assert!(esi < k + 40 * k + 100, "k {k} stuck at rank {}", d.rank);
+            }
+        }
     }
 }

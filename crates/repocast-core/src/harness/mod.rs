@@ -1,1 +1,343 @@
-//! placeholder
+//! The in-process harness: one server, N clients, per-link seeded loss and
+//! a virtual clock, in the manner of quinn's `Pair` but one-to-many.
+//!
+//! It is the smallest complete driver of the core and the model for the
+//! simulator and the network layer: it drains `poll_transmit` in one order
+//! ([`Harness::drain`]), moves control messages through their real byte
+//! encoding with a fixed one-way delay, delivers announcements reliably
+//! (the announcement channel is the reliable one), runs every data packet
+//! through the server link's loss model and then each client's, and jumps
+//! the clock to the earliest deadline. Clients join at chosen times.
+
+mod source;
+
+pub use source::MemorySource;
+
+use crate::client::{Client, ClientConfig, ClientEvent};
+use crate::loss::{LossModel, LossSpec};
+use crate::server::{
+    BlockSource, ItemInfo, NoPayload, Server, ServerConfig, ServerError, Transmit,
+};
+use crate::wire::{ClientMsg, DataRepr, ItemSel, ServerMsg};
+use crate::{ClientId, Instant, ItemId};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+/// A client to add to a run.
+#[derive(Debug, Clone)]
+pub struct ClientSpec {
+    /// Items to request.
+    pub items: Vec<ItemId>,
+    /// Loss on this client's link.
+    pub loss: LossSpec,
+    /// When it connects and requests.
+    pub join_at: Instant,
+}
+
+/// One client's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientReport {
+    /// Request to completion (None: not complete).
+    pub delay: Option<Duration>,
+    /// Items verified, with their bytes (payload mode).
+    pub files: BTreeMap<ItemId, Vec<u8>>,
+    /// Items completed.
+    pub completed: usize,
+    /// Failure reasons.
+    pub failures: Vec<String>,
+    /// Fraction of data packets this client's link lost.
+    pub measured_loss: f64,
+    /// The client's counters.
+    pub stats: crate::client::ClientStats,
+}
+
+struct Node {
+    spec: ClientSpec,
+    client: Client,
+    id: Option<ClientId>,
+    loss: LossModel,
+    files: BTreeMap<ItemId, Vec<u8>>,
+    sizes: BTreeMap<ItemId, (u64, [u8; 32])>,
+    completed: usize,
+    done_at: Option<Instant>,
+    failures: Vec<String>,
+    offered: u64,
+    lost: u64,
+}
+
+enum Pending {
+    ToServer(usize, Vec<u8>),
+    ToClient(usize, Vec<u8>),
+}
+
+/// One server and its clients on a virtual clock.
+pub struct Harness {
+    /// Current virtual time.
+    pub now: Instant,
+    /// The server under test.
+    pub server: Server,
+    source: Box<dyn BlockSource>,
+    nodes: Vec<Node>,
+    server_loss: LossModel,
+    /// One-way delay of the request connection.
+    pub control_delay: Duration,
+    queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    pending: BTreeMap<u64, Pending>,
+    seq: u64,
+    payloads: bool,
+    seed: u64,
+}
+
+impl Harness {
+    /// A harness serving `items` (payload mode: their bytes) with `cfg`.
+    pub fn new(
+        cfg: ServerConfig,
+        items: Vec<(String, Vec<u8>)>,
+        server_loss: LossSpec,
+    ) -> Result<Harness, ServerError> {
+        let payloads = cfg.payloads;
+        let fec = crate::wire::FecParams {
+            code: cfg.code,
+            symbol_size: cfg.symbol_size,
+            max_block_symbols: cfg.max_block_symbols,
+        };
+        let infos: Vec<ItemInfo> = items
+            .iter()
+            .map(|(n, b)| MemorySource::item_info(n, b, &fec))
+            .collect::<Result<_, _>>()?;
+        let source: Box<dyn BlockSource> = if payloads {
+            Box::new(MemorySource::new(
+                items.into_iter().map(|(_, b)| b).collect(),
+            ))
+        } else {
+            Box::new(NoPayload)
+        };
+        let seed = cfg.seed;
+        Ok(Harness {
+            now: Instant::ZERO,
+            server: Server::new(cfg, infos)?,
+            source,
+            nodes: Vec::new(),
+            server_loss: LossModel::new(server_loss, seed ^ 0x5e),
+            control_delay: Duration::from_millis(5),
+            queue: BinaryHeap::new(),
+            pending: BTreeMap::new(),
+            seq: 0,
+            payloads,
+            seed,
+        })
+    }
+
+    /// Adds a client; returns its index.
+    pub fn add_client(&mut self, spec: ClientSpec) -> usize {
+        let i = self.nodes.len();
+        let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
+        let client = Client::new(ClientConfig {
+            seed,
+            payloads: self.payloads,
+            name: format!("c{i}"),
+            ..ClientConfig::default()
+        });
+        self.nodes.push(Node {
+            loss: LossModel::new(spec.loss, seed ^ 0xc1),
+            spec,
+            client,
+            id: None,
+            files: BTreeMap::new(),
+            sizes: BTreeMap::new(),
+            completed: 0,
+            done_at: None,
+            failures: Vec::new(),
+            offered: 0,
+            lost: 0,
+        });
+        i
+    }
+
+    fn schedule(&mut self, at: Instant, p: Pending) {
+        self.seq += 1;
+        self.pending.insert(self.seq, p);
+        self.queue.push(Reverse((at, self.seq, 0)));
+    }
+
+    /// Connects clients whose time has come.
+    fn join_due(&mut self) {
+        for i in 0..self.nodes.len() {
+            if self.nodes[i].id.is_none() && self.nodes[i].spec.join_at <= self.now {
+                let id = self.server.handle_connect(self.now);
+                let n = &mut self.nodes[i];
+                n.id = Some(id);
+                let sels = n.spec.items.iter().map(|i| ItemSel::Id(*i)).collect();
+                n.client.request(self.now, sels);
+            }
+        }
+    }
+
+    /// Drains every output of the server and the clients at `now`, in one
+    /// fixed order: server transmits, then each client's messages and events.
+    pub fn drain(&mut self) {
+        let now = self.now;
+        while let Some(t) = self.server.poll_transmit(now, self.source.as_mut()) {
+            match t {
+                Transmit::Data(d) => self.deliver_data(&d),
+                Transmit::Announce(a) => {
+                    for n in self.nodes.iter_mut().filter(|n| n.id.is_some()) {
+                        n.client.handle_announce(now, &a);
+                    }
+                }
+                Transmit::Control(c, msg) => {
+                    if let Some(i) = self.nodes.iter().position(|n| n.id == Some(c)) {
+                        let mut b = Vec::new();
+                        msg.emit(&mut b);
+                        self.schedule(now + self.control_delay, Pending::ToClient(i, b));
+                    }
+                }
+            }
+        }
+        while self.server.poll_event().is_some() {}
+        for i in 0..self.nodes.len() {
+            // Events first: handling one (confirming an item) can queue a
+            // message, which the transmit loop below then sends.
+            while let Some(e) = self.nodes[i].client.poll_event() {
+                self.on_event(i, e);
+            }
+            while let Some(m) = self.nodes[i].client.poll_transmit() {
+                let mut b = Vec::new();
+                m.emit(&mut b);
+                self.schedule(now + self.control_delay, Pending::ToServer(i, b));
+            }
+        }
+    }
+
+    fn deliver_data(&mut self, d: &DataRepr) {
+        // Through the real byte format, as a driver would.
+        let mut b = Vec::with_capacity(d.payload.len() + 64);
+        d.emit(&mut b);
+        let Ok(p) = DataRepr::parse(&b) else { return };
+        let server_lost = self.server_loss.lose();
+        for n in self.nodes.iter_mut().filter(|n| n.id.is_some()) {
+            n.offered += 1;
+            if server_lost || n.loss.lose() {
+                n.lost += 1;
+                continue;
+            }
+            n.client.handle_data(self.now, &p);
+        }
+    }
+
+    fn on_event(&mut self, i: usize, e: ClientEvent) {
+        let now = self.now;
+        let n = &mut self.nodes[i];
+        match e {
+            ClientEvent::Manifest(m) => {
+                n.sizes.insert(m.item, (m.size, m.hash));
+                n.files
+                    .insert(m.item, vec![0; m.size as usize * self.payloads as usize]);
+            }
+            ClientEvent::BlockVerified {
+                item, offset, data, ..
+            } => {
+                if let Some(f) = n.files.get_mut(&item) {
+                    let end = (offset as usize + data.len()).min(f.len());
+                    f[offset as usize..end].copy_from_slice(&data[..end - offset as usize]);
+                }
+            }
+            ClientEvent::ItemAssembled(item) => {
+                let ok = match (n.files.get(&item), n.sizes.get(&item)) {
+                    (Some(f), Some((_, h))) => blake3::hash(f).as_bytes() == h,
+                    _ => false,
+                };
+                // Its follow-up events are drained by the caller's loop.
+                n.client.confirm_item(now, item, ok);
+            }
+            ClientEvent::ItemComplete(_) => n.completed += 1,
+            ClientEvent::ItemFailed { name, reason, .. } => {
+                n.failures.push(format!("{name}: {reason}"))
+            }
+            ClientEvent::Done => n.done_at = Some(now),
+        }
+    }
+
+    fn deliver_due(&mut self) {
+        while let Some(Reverse((at, seq, _))) = self.queue.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.queue.pop();
+            match self.pending.remove(&seq) {
+                Some(Pending::ToServer(i, b)) => {
+                    if let (Some(id), Ok(m)) = (self.nodes[i].id, ClientMsg::parse(&b)) {
+                        self.server.handle_client_msg(self.now, id, m);
+                    }
+                }
+                Some(Pending::ToClient(i, b)) => {
+                    if let Ok(m) = ServerMsg::parse(&b) {
+                        self.nodes[i].client.handle_server_msg(self.now, m);
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Runs until nothing is left to do or `limit` is reached; returns
+    /// whether it went idle (rather than hitting the limit).
+    pub fn run(&mut self, limit: Instant) -> bool {
+        loop {
+            self.join_due();
+            self.deliver_due();
+            for n in &mut self.nodes {
+                n.client.handle_timeout(self.now);
+            }
+            self.server.handle_timeout(self.now);
+            self.drain();
+            let next = [
+                self.server.poll_timeout().map(|t| t.max(self.now)),
+                self.queue.peek().map(|r| r.0.0),
+                self.nodes
+                    .iter()
+                    .filter_map(|n| n.client.poll_timeout())
+                    .min(),
+                self.nodes
+                    .iter()
+                    .filter(|n| n.id.is_none())
+                    .map(|n| n.spec.join_at)
+                    .min(),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                None => return true,
+                Some(t) if t > limit => return false,
+                Some(t) => self.now = t.max(self.now),
+            }
+            if self.nodes.iter().all(|n| n.done_at.is_some())
+                && self.queue.is_empty()
+                && !self.nodes.is_empty()
+            {
+                return true;
+            }
+        }
+    }
+
+    /// Each client's outcome.
+    pub fn reports(&self) -> Vec<ClientReport> {
+        self.nodes
+            .iter()
+            .map(|n| ClientReport {
+                delay: n.done_at.map(|t| t - n.spec.join_at),
+                files: n.files.clone(),
+                completed: n.completed,
+                failures: n.failures.clone(),
+                measured_loss: if n.offered == 0 {
+                    0.0
+                } else {
+                    n.lost as f64 / n.offered as f64
+                },
+                stats: n.client.stats(),
+            })
+            .collect()
+    }
+}

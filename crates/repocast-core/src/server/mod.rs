@@ -1,1 +1,508 @@
-//! placeholder
+//! The server state machine: catalogue, demand, scheduling, transmissions,
+//! NAK handling and per-client loss estimates, with no I/O.
+//!
+//! Call order for a driver (the simulator, the tokio layer, the harness):
+//! feed inputs with [`Server::handle_connect`], [`Server::handle_client_msg`]
+//! and [`Server::handle_disconnect`], then drain [`Server::poll_transmit`]
+//! until it returns `None`, read [`Server::poll_event`], and wake up again
+//! at [`Server::poll_timeout`] (pacing) to drain once more. Block bytes come
+//! from the driver's [`BlockSource`] only while a block is being sent.
+
+pub mod config;
+mod reports;
+pub mod transmission;
+
+pub use config::{
+    BlockSource, ClientSummary, ItemInfo, NoPayload, ServerConfig, ServerEvent, ServerStats,
+    Transmit,
+};
+
+use crate::fec::layout::Layout;
+use crate::policy::FecPolicy;
+use crate::sched::{DemandTable, Scheduler};
+use crate::wire::control::CatalogueEntry;
+use crate::wire::{AnnounceKind, AnnounceRepr, FecParams, ManifestEntry, ServerMsg};
+use crate::{ClientId, Instant, ItemId, TransmissionId};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
+use transmission::{Esis, Segment, Transmission};
+
+/// Errors building a server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerError {
+    /// The configuration is inconsistent.
+    #[error("invalid server configuration: {0}")]
+    Config(String),
+}
+
+struct ItemState {
+    info: ItemInfo,
+    layout: Layout,
+    /// Next fresh symbol id per block.
+    next_esi: Vec<u32>,
+    /// Clients that were sent the item and have not reported it done.
+    in_flight: BTreeSet<ClientId>,
+    failed: Option<String>,
+}
+
+#[derive(Default)]
+struct ClientState {
+    requested: BTreeSet<ItemId>,
+    done: BTreeSet<ItemId>,
+    received: u64,
+    expected: u64,
+    naks: u64,
+    /// Last known need per block, per item (from NAKs).
+    needs: HashMap<ItemId, BTreeMap<u32, u32>>,
+    complete: bool,
+}
+
+impl ClientState {
+    fn loss(&self) -> f64 {
+        if self.expected == 0 {
+            0.0
+        } else {
+            1.0 - (self.received.min(self.expected) as f64 / self.expected as f64)
+        }
+    }
+}
+
+/// A repair waiting for the channel.
+struct RepairJob {
+    item: ItemId,
+    counts: BTreeMap<u32, u32>,
+    missing: BTreeMap<u32, BTreeSet<u32>>,
+}
+
+/// The repository server's protocol state machine.
+pub struct Server {
+    cfg: ServerConfig,
+    fec: FecParams,
+    items: Vec<ItemState>,
+    names: HashMap<String, ItemId>,
+    clients: HashMap<ClientId, ClientState>,
+    next_client: u32,
+    demand: DemandTable,
+    scheduler: Box<dyn Scheduler>,
+    repairs: VecDeque<RepairJob>,
+    current: Option<Transmission>,
+    next_tid: u32,
+    outbox: VecDeque<Transmit>,
+    events: VecDeque<ServerEvent>,
+    next_send: Instant,
+    nak_window_max: Duration,
+    naks_this_round: u32,
+    stats: ServerStats,
+}
+
+impl Server {
+    /// A server over `items` (item ids are their indices).
+    pub fn new(cfg: ServerConfig, items: Vec<ItemInfo>) -> Result<Server, ServerError> {
+        if cfg.symbol_size < crate::wire::manifest::MIN_SYMBOL_SIZE
+            || cfg.symbol_size % 2 != 0
+            || cfg.symbol_size as usize > crate::wire::data::MAX_SYMBOL_SIZE
+        {
+            return Err(ServerError::Config(format!(
+                "symbol size {} must be even, 16..9000",
+                cfg.symbol_size
+            )));
+        }
+        if cfg.max_block_symbols == 0 || cfg.max_block_symbols > cfg.code.max_block_symbols() {
+            return Err(ServerError::Config(format!(
+                "block size {} out of 1..={} for {}",
+                cfg.max_block_symbols,
+                cfg.code.max_block_symbols(),
+                cfg.code.name()
+            )));
+        }
+        if cfg.nak_window.0 > cfg.nak_window.1 {
+            return Err(ServerError::Config(
+                "NAK window lower bound above upper".into(),
+            ));
+        }
+        if matches!(cfg.scheme.fec, FecPolicy::Arm) {
+            return Err(ServerError::Config(
+                "ARM transmissions are not implemented yet".into(),
+            ));
+        }
+        let fec = FecParams {
+            code: cfg.code,
+            symbol_size: cfg.symbol_size,
+            max_block_symbols: cfg.max_block_symbols,
+        };
+        let mut states = Vec::with_capacity(items.len());
+        let mut names = HashMap::new();
+        for (i, info) in items.into_iter().enumerate() {
+            let layout = Layout::new(info.size, &fec)
+                .map_err(|e| ServerError::Config(format!("{}: {e}", info.name)))?;
+            if cfg.payloads && info.block_hashes.len() != layout.blocks() as usize {
+                return Err(ServerError::Config(format!(
+                    "{}: needs one hash per block",
+                    info.name
+                )));
+            }
+            names.insert(info.name.clone(), ItemId(i as u32));
+            states.push(ItemState {
+                next_esi: vec![0; layout.blocks() as usize],
+                info,
+                layout,
+                in_flight: BTreeSet::new(),
+                failed: None,
+            });
+        }
+        let scheduler = cfg.scheduler.build();
+        let demand = DemandTable::new(states.len() as u32, scheduler.q_key());
+        Ok(Server {
+            nak_window_max: cfg.nak_window.1,
+            fec,
+            items: states,
+            names,
+            clients: HashMap::new(),
+            next_client: 0,
+            demand,
+            scheduler,
+            repairs: VecDeque::new(),
+            current: None,
+            next_tid: 1,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            next_send: Instant::ZERO,
+            naks_this_round: 0,
+            stats: ServerStats::default(),
+            cfg,
+        })
+    }
+
+    /// A new request connection opened; returns the id for its messages.
+    pub fn handle_connect(&mut self, _now: Instant) -> ClientId {
+        let id = ClientId(self.next_client);
+        self.next_client += 1;
+        self.clients.insert(id, ClientState::default());
+        id
+    }
+
+    /// The client's connection closed: forget its demand.
+    pub fn handle_disconnect(&mut self, _now: Instant, client: ClientId) {
+        self.clients.remove(&client);
+        self.demand.remove_client(client);
+        for it in &mut self.items {
+            it.in_flight.remove(&client);
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> ServerStats {
+        self.stats
+    }
+
+    /// What the server knows of `client`.
+    pub fn client_summary(&self, client: ClientId) -> Option<ClientSummary> {
+        let c = self.clients.get(&client)?;
+        Some(ClientSummary {
+            requested: c.requested.len() as u32,
+            done: c.done.len() as u32,
+            loss: c.loss(),
+            naks: c.naks,
+        })
+    }
+
+    /// Connected clients.
+    pub fn client_count(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Items waiting for a scheduled send (by anybody).
+    pub fn queue_len(&self) -> usize {
+        self.demand.active().count()
+    }
+
+    /// The current NAK window.
+    pub fn nak_window(&self) -> (Duration, Duration) {
+        (self.cfg.nak_window.0, self.nak_window_max)
+    }
+
+    /// The manifest entry of `item`.
+    pub fn manifest(&self, item: ItemId) -> Option<ManifestEntry> {
+        let st = self.items.get(item.0 as usize)?;
+        Some(ManifestEntry {
+            item,
+            name: st.info.name.clone(),
+            size: st.info.size,
+            hash: st.info.hash,
+            fec: self.fec,
+            block_hashes: st.info.block_hashes.clone(),
+        })
+    }
+
+    /// The whole catalogue, for `ListCatalogue`.
+    pub fn catalogue(&self) -> Vec<CatalogueEntry> {
+        self.items
+            .iter()
+            .enumerate()
+            .map(|(i, s)| CatalogueEntry {
+                item: ItemId(i as u32),
+                name: s.info.name.clone(),
+                size: s.info.size,
+            })
+            .collect()
+    }
+
+    fn announce(&self, t: &Transmission, kind: AnnounceKind) -> AnnounceRepr {
+        AnnounceRepr {
+            session: self.cfg.session,
+            transmission: t.id,
+            item: t.item,
+            kind,
+            first_block: t.first_block,
+            block_count: t.block_count,
+            total_packets: t.total,
+            duration_us: (self.cfg.packet_interval * t.total)
+                .as_micros()
+                .min(u64::MAX as u128) as u64,
+            nak_window_min_us: self.cfg.nak_window.0.as_micros() as u32,
+            nak_window_max_us: self.nak_window_max.as_micros().min(u32::MAX as u128) as u32,
+        }
+    }
+
+    /// The next thing to send, if any is due at `now`. Call until `None`
+    /// after every `handle_*` call and at every [`Server::poll_timeout`].
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        source: &mut dyn BlockSource,
+    ) -> Option<Transmit> {
+        if let Some(t) = self.outbox.pop_front() {
+            return Some(t);
+        }
+        if self.current.is_none() {
+            self.start_next(now);
+            if let Some(t) = self.outbox.pop_front() {
+                return Some(t);
+            }
+        }
+        if now < self.next_send {
+            return None;
+        }
+        let cur = self.current.as_mut()?;
+        let st = self.items.get(cur.item.0 as usize)?;
+        let src = if self.cfg.payloads {
+            Some(source)
+        } else {
+            None
+        };
+        match cur.next_packet(self.cfg.session, &st.info, &st.layout, self.cfg.code, src) {
+            Ok(Some(pkt)) => {
+                let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
+                let floor =
+                    Instant::from_micros(now.as_micros().saturating_sub(burst.as_micros() as u64));
+                self.next_send = self.next_send.max(floor) + self.cfg.packet_interval;
+                self.stats.data_packets += 1;
+                if cur.kind == AnnounceKind::Repair {
+                    self.stats.repair_packets += 1;
+                }
+                if cur.finished() {
+                    self.finish_current();
+                }
+                Some(Transmit::Data(pkt))
+            }
+            Ok(None) => {
+                self.finish_current();
+                self.outbox.pop_front()
+            }
+            Err(e) => {
+                let item = cur.item;
+                self.finish_current();
+                self.fail_item(item, e.0);
+                self.outbox.pop_front()
+            }
+        }
+    }
+
+    /// When the server next wants [`Server::poll_transmit`] called (pacing),
+    /// or `None` when it has nothing to send until an input arrives.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.outbox.is_empty() {
+            return Some(Instant::ZERO);
+        }
+        let busy = self.current.is_some()
+            || !self.repairs.is_empty()
+            || self.demand.active().next().is_some()
+            || self.cfg.scheduler.is_push();
+        busy.then_some(self.next_send)
+    }
+
+    /// The next event, if any.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// Timers: only pacing today, which `poll_transmit` handles; an early
+    /// or repeated call is a harmless no-op.
+    pub fn handle_timeout(&mut self, _now: Instant) {}
+
+    fn finish_current(&mut self) {
+        if let Some(t) = self.current.take() {
+            let a = self.announce(&t, AnnounceKind::End);
+            self.outbox.push_back(Transmit::Announce(a));
+            self.adapt_nak_window();
+        }
+    }
+
+    /// Widens the NAK window when NAK load per transmission is high, and
+    /// narrows it back towards the base case when it is low.
+    fn adapt_nak_window(&mut self) {
+        let base = self.cfg.nak_window.1;
+        let th = self.cfg.nak_widen_threshold;
+        if th > 0 && self.naks_this_round > th {
+            self.nak_window_max = (self.nak_window_max * 2).min(self.cfg.nak_window_cap.max(base));
+        } else if self.naks_this_round <= th / 2 {
+            self.nak_window_max = (self.nak_window_max / 2).max(base);
+        }
+        self.naks_this_round = 0;
+    }
+
+    fn fail_item(&mut self, item: ItemId, reason: String) {
+        let Some(st) = self.items.get_mut(item.0 as usize) else {
+            return;
+        };
+        st.failed = Some(reason.clone());
+        st.in_flight.clear();
+        let name = st.info.name.clone();
+        for c in self.demand.waiters(item) {
+            self.demand.remove_wait(c, item);
+        }
+        for (id, c) in &mut self.clients {
+            if c.requested.contains(&item) && !c.done.contains(&item) {
+                self.outbox.push_back(Transmit::Control(
+                    *id,
+                    ServerMsg::Failed {
+                        item: Some(item),
+                        name: name.clone(),
+                        reason: reason.clone(),
+                    },
+                ));
+            }
+        }
+        self.repairs.retain(|r| r.item != item);
+        self.events
+            .push_back(ServerEvent::ItemFailed { item, reason });
+    }
+
+    fn alloc(&mut self, item: ItemId, block: u32, count: u32) -> Esis {
+        let st = &mut self.items[item.0 as usize];
+        let k = st.layout.block_symbols(block);
+        let space = self.cfg.code.symbol_space(k);
+        let start = st.next_esi[block as usize];
+        st.next_esi[block as usize] = ((start as u64 + count as u64) % space.max(1) as u64) as u32;
+        Esis::Range {
+            start,
+            count,
+            space,
+        }
+    }
+
+    fn start_next(&mut self, now: Instant) {
+        if let Some(job) = self.repairs.pop_front() {
+            let mut plan = Vec::new();
+            let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;
+            for (&block, &count) in &job.counts {
+                let esis = if lists_ids {
+                    Esis::List(
+                        job.missing
+                            .get(&block)
+                            .map(|s| s.iter().copied().collect())
+                            .unwrap_or_default(),
+                    )
+                } else {
+                    self.alloc(job.item, block, count)
+                };
+                plan.push(Segment { block, esis });
+            }
+            self.begin(now, job.item, AnnounceKind::Repair, plan);
+            return;
+        }
+        let Some(item) = self.scheduler.select(&self.demand, now) else {
+            return;
+        };
+        let push = self.cfg.scheduler.is_push();
+        let listeners = if push {
+            Vec::new()
+        } else {
+            self.demand.waiters(item)
+        };
+        let max_loss = listeners
+            .iter()
+            .filter_map(|c| self.clients.get(c))
+            .map(ClientState::loss)
+            .fold(0.0, f64::max);
+        let blocks = self.items[item.0 as usize].layout.blocks();
+        let mut plan = Vec::with_capacity(blocks as usize);
+        for b in 0..blocks {
+            let k = self.items[item.0 as usize].layout.block_symbols(b);
+            // The most any listener still needs of this block: k for a
+            // newcomer, its last NAK's count for one that holds symbols.
+            let need = if listeners.is_empty() {
+                k
+            } else {
+                listeners
+                    .iter()
+                    .map(|c| {
+                        self.clients
+                            .get(c)
+                            .and_then(|s| s.needs.get(&item))
+                            .map_or(k, |n| n.get(&b).copied().unwrap_or(0))
+                    })
+                    .max()
+                    .unwrap_or(k)
+            };
+            if need == 0 {
+                continue;
+            }
+            let count = self
+                .cfg
+                .scheme
+                .fec
+                .symbols(need, listeners.len() as u32, max_loss);
+            let esis = self.alloc(item, b, count);
+            plan.push(Segment { block: b, esis });
+        }
+        for c in &listeners {
+            self.demand.remove_wait(*c, item);
+            self.items[item.0 as usize].in_flight.insert(*c);
+        }
+        self.demand.mark_sent(item);
+        let kind = if push {
+            AnnounceKind::Carousel
+        } else {
+            AnnounceKind::First
+        };
+        self.begin(now, item, kind, plan);
+    }
+
+    fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {
+        let id = TransmissionId(self.next_tid);
+        self.next_tid += 1;
+        let t = Transmission::new(id, item, kind, plan);
+        self.stats.transmissions += 1;
+        if kind == AnnounceKind::Repair {
+            self.stats.repair_transmissions += 1;
+        }
+        self.events.push_back(ServerEvent::TransmissionStarted {
+            id,
+            item,
+            repair: kind == AnnounceKind::Repair,
+            packets: t.total,
+        });
+        let a = self.announce(&t, kind);
+        self.outbox.push_back(Transmit::Announce(a));
+        if t.finished() {
+            let end = self.announce(&t, AnnounceKind::End);
+            self.outbox.push_back(Transmit::Announce(end));
+        } else {
+            self.current = Some(t);
+        }
+        if self.next_send < now {
+            self.next_send = now;
+        }
+    }
+}

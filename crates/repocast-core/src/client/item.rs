@@ -1,0 +1,141 @@
+//! One requested item on the client: its manifest, block decoders, and the
+//! transmission of it the client is listening to.
+
+use crate::fec::BlockDecoder;
+use crate::fec::layout::Layout;
+use crate::rng::Rng;
+use crate::wire::{BlockNeed, ManifestEntry};
+use crate::{BlockId, Instant, TransmissionId};
+
+/// Where the item stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ItemPhase {
+    /// Requested; no manifest yet.
+    Requested,
+    /// Receiving.
+    Receiving,
+    /// Every block verified; waiting for the driver's whole-item check.
+    Assembled,
+    /// Verified and complete.
+    Complete,
+    /// Failed (see the event's reason).
+    Failed,
+}
+
+/// The transmission being listened to.
+#[derive(Debug, Clone)]
+pub struct Listening {
+    pub id: TransmissionId,
+    pub total: u32,
+    pub first_seq: Option<u32>,
+    pub last_seq: u32,
+    pub received: u32,
+    pub deadline: Instant,
+    pub ended: bool,
+}
+
+impl Listening {
+    /// Packets the client should have seen (from its first packet on).
+    pub fn expected(&self) -> u32 {
+        let first = self.first_seq.unwrap_or(0);
+        let last = if self.ended {
+            self.total.max(self.last_seq + 1)
+        } else {
+            self.last_seq + 1
+        };
+        last.saturating_sub(first).max(self.received)
+    }
+}
+
+/// Receive state of one item.
+pub struct ItemRx {
+    pub phase: ItemPhase,
+    pub manifest: Option<ManifestEntry>,
+    pub layout: Option<Layout>,
+    pub listen_from: TransmissionId,
+    pub decoders: Vec<Option<Box<dyn BlockDecoder>>>,
+    pub decoded: Vec<bool>,
+    pub blocks_left: u32,
+    pub listening: Option<Listening>,
+    /// NAK due for this transmission at this time.
+    pub report_due: Option<(Instant, TransmissionId)>,
+    pub corrupt_blocks: u32,
+    /// Item-done report held until the driver confirms the whole hash.
+    pub done_report: Option<crate::wire::ClientMsg>,
+}
+
+impl Default for ItemRx {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ItemRx {
+    /// A requested item without its manifest yet.
+    pub fn new() -> Self {
+        ItemRx {
+            phase: ItemPhase::Requested,
+            manifest: None,
+            layout: None,
+            listen_from: TransmissionId(u32::MAX),
+            decoders: Vec::new(),
+            decoded: Vec::new(),
+            blocks_left: 0,
+            listening: None,
+            report_due: None,
+            corrupt_blocks: 0,
+            done_report: None,
+        }
+    }
+
+    /// Installs the manifest and layout.
+    pub fn set_manifest(&mut self, m: ManifestEntry, layout: Layout, listen_from: TransmissionId) {
+        let n = layout.blocks() as usize;
+        self.decoders = (0..n).map(|_| None).collect();
+        self.decoded = vec![false; n];
+        self.blocks_left = layout.blocks();
+        self.manifest = Some(m);
+        self.layout = Some(layout);
+        self.listen_from = listen_from;
+        self.phase = ItemPhase::Receiving;
+    }
+
+    /// The decoder of block `b`, created on first use.
+    pub fn decoder(
+        &mut self,
+        b: u32,
+        payloads: bool,
+        rng: &mut Rng,
+    ) -> Option<&mut Box<dyn BlockDecoder>> {
+        let (layout, m) = (self.layout?, self.manifest.as_ref()?);
+        let slot = self.decoders.get_mut(b as usize)?;
+        if slot.is_none() {
+            let k = layout.block_symbols(b);
+            *slot = Some(m.fec.code.decoder(k, layout.symbol_size(), payloads, rng));
+        }
+        slot.as_mut()
+    }
+
+    /// Per-block needs for a NAK.
+    pub fn needs(&self) -> Vec<BlockNeed> {
+        let (Some(layout), Some(m)) = (self.layout, self.manifest.as_ref()) else {
+            return Vec::new();
+        };
+        let lists = m.fec.code.naks_list_ids();
+        (0..layout.blocks())
+            .filter(|&b| !self.decoded[b as usize])
+            .map(|b| {
+                let k = layout.block_symbols(b);
+                let (count, missing) = match &self.decoders[b as usize] {
+                    Some(d) => (d.needed(), if lists { d.missing() } else { Vec::new() }),
+                    None => (k, if lists { (0..k).collect() } else { Vec::new() }),
+                };
+                BlockNeed {
+                    block: BlockId(b),
+                    count,
+                    missing,
+                }
+            })
+            .collect()
+    }
+}

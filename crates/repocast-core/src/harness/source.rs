@@ -1,0 +1,54 @@
+//! An in-memory [`BlockSource`] for the harness and tests.
+
+use crate::ItemId;
+use crate::fec::layout::Layout;
+use crate::server::{BlockSource, ItemInfo, ServerError};
+use crate::wire::FecParams;
+
+/// Items held in memory, by item id.
+pub struct MemorySource {
+    items: Vec<Vec<u8>>,
+}
+
+impl MemorySource {
+    /// A source over `items` (index = item id).
+    pub fn new(items: Vec<Vec<u8>>) -> Self {
+        MemorySource { items }
+    }
+
+    /// The [`ItemInfo`] of `bytes`: size, whole hash and block hashes.
+    pub fn item_info(name: &str, bytes: &[u8], fec: &FecParams) -> Result<ItemInfo, ServerError> {
+        let layout =
+            Layout::new(bytes.len() as u64, fec).map_err(|e| ServerError::Config(e.to_string()))?;
+        let block_hashes = (0..layout.blocks())
+            .map(|b| {
+                let off = layout.block_offset(b) as usize;
+                *blake3::hash(&bytes[off..off + layout.block_len(b) as usize]).as_bytes()
+            })
+            .collect();
+        Ok(ItemInfo {
+            name: name.to_owned(),
+            size: bytes.len() as u64,
+            hash: *blake3::hash(bytes).as_bytes(),
+            block_hashes,
+        })
+    }
+}
+
+impl BlockSource for MemorySource {
+    fn read(
+        &mut self,
+        item: ItemId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let data = self.items.get(item.0 as usize).ok_or("no such item")?;
+        let s = usize::try_from(offset).map_err(|_| "offset")?;
+        let chunk = data
+            .get(s..s.saturating_add(len))
+            .ok_or("read past the end")?;
+        out.extend_from_slice(chunk);
+        Ok(())
+    }
+}

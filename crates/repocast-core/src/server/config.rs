@@ -1,0 +1,165 @@
+//! The server's configuration and the values it exchanges with its driver.
+
+use crate::fec::CodeKind;
+use crate::policy::Scheme;
+use crate::sched::SchedulerKind;
+use crate::wire::{AnnounceRepr, DataRepr, ServerMsg};
+use crate::{ClientId, ItemId, SessionId, TransmissionId};
+use std::time::Duration;
+
+/// Everything the server state machine needs to know up front.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Session id stamped on every packet.
+    pub session: SessionId,
+    /// Reliability scheme, e.g. `FEC(0.01R)+R(0)`.
+    pub scheme: Scheme,
+    /// Which item next.
+    pub scheduler: SchedulerKind,
+    /// Erasure code for every item.
+    pub code: CodeKind,
+    /// Bytes per symbol (even).
+    pub symbol_size: u16,
+    /// Largest source block in symbols.
+    pub max_block_symbols: u32,
+    /// Time to send one data packet at the configured rate.
+    pub packet_interval: Duration,
+    /// Packets that may go out back to back after an idle spell.
+    pub burst: u32,
+    /// NAK delay window, base case.
+    pub nak_window: (Duration, Duration),
+    /// NAKs per transmission above which the window doubles (0: never).
+    pub nak_widen_threshold: u32,
+    /// Largest window the server widens to.
+    pub nak_window_cap: Duration,
+    /// Whether real symbol bytes are produced (false: accounting only).
+    pub payloads: bool,
+    /// Seed for every random choice the server makes.
+    pub seed: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            session: SessionId(1),
+            scheme: Scheme::default(),
+            scheduler: SchedulerKind::Rq,
+            code: CodeKind::RaptorQ,
+            symbol_size: 1280,
+            max_block_symbols: CodeKind::RaptorQ.default_block_symbols(),
+            packet_interval: Duration::from_micros(100),
+            burst: 16,
+            nak_window: (Duration::from_millis(30), Duration::from_millis(210)),
+            nak_widen_threshold: 64,
+            nak_window_cap: Duration::from_secs(5),
+            payloads: true,
+            seed: 1,
+        }
+    }
+}
+
+/// An item of the repository as the driver describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemInfo {
+    /// Relative path.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// BLAKE3 of the whole item (zeros in accounting mode).
+    pub hash: [u8; 32],
+    /// BLAKE3 of each source block (empty in accounting mode).
+    pub block_hashes: Vec<[u8; 32]>,
+}
+
+/// Where the server gets block bytes: implemented by the driver (files on
+/// disk, or memory in tests), so the core never does I/O and never holds
+/// whole items.
+pub trait BlockSource {
+    /// Writes `len` bytes of `item` starting at `offset` into `out`.
+    fn read(
+        &mut self,
+        item: ItemId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String>;
+}
+
+/// A source for accounting mode: never called.
+pub struct NoPayload;
+
+impl BlockSource for NoPayload {
+    fn read(&mut self, _: ItemId, _: u64, _: usize, _: &mut Vec<u8>) -> Result<(), String> {
+        Err("no payloads in accounting mode".into())
+    }
+}
+
+/// Something the driver must send.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Transmit {
+    /// On the multicast data channel.
+    Data(DataRepr),
+    /// On the announcement channel.
+    Announce(AnnounceRepr),
+    /// On one client's request connection.
+    Control(ClientId, ServerMsg),
+}
+
+/// Something the driver may want to know.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ServerEvent {
+    /// A transmission started.
+    TransmissionStarted {
+        /// Its id.
+        id: TransmissionId,
+        /// The item.
+        item: ItemId,
+        /// Repair (true) or a scheduled send.
+        repair: bool,
+        /// Data packets it will send.
+        packets: u32,
+    },
+    /// A client holds every item it asked for.
+    ClientComplete(ClientId),
+    /// An item could not be read; its requests failed.
+    ItemFailed {
+        /// The item.
+        item: ItemId,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Counters the server keeps (for metrics and results).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Transmissions started (scheduled sends and repairs).
+    pub transmissions: u64,
+    /// Of which repairs.
+    pub repair_transmissions: u64,
+    /// Data packets sent.
+    pub data_packets: u64,
+    /// Data packets sent in repair transmissions.
+    pub repair_packets: u64,
+    /// NAKs received.
+    pub naks: u64,
+    /// NAKs answered by rescheduling.
+    pub rescheduled: u64,
+    /// Item-done reports received.
+    pub items_done: u64,
+    /// Control messages that made no sense (unknown item, wrong state).
+    pub bad_requests: u64,
+}
+
+/// What the server knows about one client.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientSummary {
+    /// Items requested.
+    pub requested: u32,
+    /// Items reported done.
+    pub done: u32,
+    /// Estimated loss rate from its reports.
+    pub loss: f64,
+    /// NAKs it sent.
+    pub naks: u64,
+}

@@ -1,0 +1,281 @@
+//! The server's side of the request connection: hello, catalogue, requests
+//! (with `+notify`), and the reports clients send after each transmission:
+//! NAKs (answered by repair or rescheduling, per the retransmission policy)
+//! and item-done.
+
+use super::{RepairJob, Server, ServerEvent, Transmit};
+use crate::wire::control::MAX_CATALOGUE_ENTRIES;
+use crate::wire::{AnnounceKind, ClientMsg, ItemSel, NakRepr, ServerMsg};
+use crate::{ClientId, Instant, ItemId, TransmissionId};
+
+impl Server {
+    /// A control message from `client` (parsed by the driver).
+    pub fn handle_client_msg(&mut self, now: Instant, client: ClientId, msg: ClientMsg) {
+        if !self.clients.contains_key(&client) {
+            self.stats.bad_requests += 1;
+            return;
+        }
+        match msg {
+            ClientMsg::Hello { .. } => {
+                let items = self.items.len() as u32;
+                self.send(
+                    client,
+                    ServerMsg::Welcome {
+                        session: self.cfg.session,
+                        items,
+                    },
+                );
+            }
+            ClientMsg::ListCatalogue => {
+                let all = self.catalogue();
+                let pages: Vec<_> = all
+                    .chunks(MAX_CATALOGUE_ENTRIES as usize)
+                    .map(<[_]>::to_vec)
+                    .collect();
+                if pages.is_empty() {
+                    self.send(
+                        client,
+                        ServerMsg::Catalogue {
+                            entries: vec![],
+                            more: false,
+                        },
+                    );
+                }
+                let n = pages.len();
+                for (i, entries) in pages.into_iter().enumerate() {
+                    self.send(
+                        client,
+                        ServerMsg::Catalogue {
+                            entries,
+                            more: i + 1 < n,
+                        },
+                    );
+                }
+            }
+            ClientMsg::Request { items } => self.on_request(now, client, items),
+            ClientMsg::Nak(nak) => self.on_nak(now, client, nak),
+            ClientMsg::ItemDone {
+                item,
+                transmission,
+                received,
+                expected,
+            } => self.on_done(client, item, transmission, received, expected),
+            ClientMsg::ArmNak { .. } => self.stats.bad_requests += 1,
+            ClientMsg::Bye => self.handle_disconnect(now, client),
+        }
+    }
+
+    fn send(&mut self, client: ClientId, msg: ServerMsg) {
+        self.outbox.push_back(Transmit::Control(client, msg));
+    }
+
+    fn on_request(&mut self, now: Instant, client: ClientId, sels: Vec<ItemSel>) {
+        for sel in sels {
+            let item = match &sel {
+                ItemSel::Id(i) if (i.0 as usize) < self.items.len() => *i,
+                ItemSel::Name(n) if self.names.contains_key(n) => self.names[n],
+                other => {
+                    self.stats.bad_requests += 1;
+                    let name = match other {
+                        ItemSel::Id(i) => format!("#{i}"),
+                        ItemSel::Name(n) => n.clone(),
+                    };
+                    self.send(
+                        client,
+                        ServerMsg::Failed {
+                            item: None,
+                            name,
+                            reason: "no such item".into(),
+                        },
+                    );
+                    continue;
+                }
+            };
+            let Some(c) = self.clients.get_mut(&client) else {
+                return;
+            };
+            if !c.requested.insert(item) {
+                continue;
+            }
+            let st = &self.items[item.0 as usize];
+            let blocks = st.layout.blocks();
+            if let Some(reason) = st.failed.clone() {
+                let name = st.info.name.clone();
+                self.send(
+                    client,
+                    ServerMsg::Failed {
+                        item: Some(item),
+                        name,
+                        reason,
+                    },
+                );
+                continue;
+            }
+            let next_transmission = TransmissionId(self.next_tid);
+            if let Some(entry) = self.manifest(item) {
+                self.send(
+                    client,
+                    ServerMsg::Manifest {
+                        entry,
+                        next_transmission,
+                    },
+                );
+            }
+            if blocks == 0 {
+                // An empty item: nothing to send; the client completes it from
+                // the manifest alone and reports it done.
+                continue;
+            }
+            let joinable = self
+                .current
+                .as_ref()
+                .filter(|t| t.item == item && t.kind != AnnounceKind::End)
+                .map(|t| self.announce(t, t.kind));
+            match joinable {
+                Some(a) if self.cfg.scheme.notify => {
+                    self.items[item.0 as usize].in_flight.insert(client);
+                    self.send(client, ServerMsg::Notify(a));
+                }
+                _ => self.demand.add_wait(client, item, now),
+            }
+        }
+        self.maybe_complete(client);
+    }
+
+    fn account(&mut self, client: ClientId, received: u32, expected: u32) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.received += received.min(expected) as u64;
+            c.expected += expected as u64;
+            let fill = 1.0 - c.loss();
+            self.demand.set_fill(client, fill);
+        }
+    }
+
+    fn on_nak(&mut self, now: Instant, client: ClientId, nak: NakRepr) {
+        let item = nak.item;
+        let known = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.requested.contains(&item) && !c.done.contains(&item));
+        let Some(st) = self.items.get(item.0 as usize).filter(|_| known) else {
+            self.stats.bad_requests += 1;
+            return;
+        };
+        if st.failed.is_some() {
+            return;
+        }
+        // Needs must name real blocks; a forged NAK cannot grow a repair.
+        let blocks = st.layout.blocks();
+        let bad = nak.needs.iter().any(|n| {
+            n.block.0 >= blocks
+                || n.count
+                    > self
+                        .cfg
+                        .code
+                        .symbol_space(st.layout.block_symbols(n.block.0))
+        });
+        if bad || nak.transmission.0 >= self.next_tid {
+            self.stats.bad_requests += 1;
+            return;
+        }
+        self.stats.naks += 1;
+        self.naks_this_round += 1;
+        self.account(client, nak.received, nak.expected);
+        let in_flight = self.items[item.0 as usize].in_flight.contains(&client);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.naks += 1;
+            c.needs.insert(
+                item,
+                nak.needs.iter().map(|n| (n.block.0, n.count)).collect(),
+            );
+        }
+        if !in_flight {
+            // It was waiting anyway (it listened to a repair meant for
+            // others); its new need is recorded, nothing else to do.
+            return;
+        }
+        // A newer transmission of this item is on air: the client listens to
+        // it and will report again after it; this NAK is superseded.
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|t| t.item == item && t.id.0 > nak.transmission.0)
+        {
+            return;
+        }
+        if self.cfg.scheme.retransmit.repairs(nak.total_needed()) {
+            let job = match self.repairs.iter_mut().position(|j| j.item == item) {
+                Some(i) => &mut self.repairs[i],
+                None => {
+                    self.repairs.push_back(RepairJob {
+                        item,
+                        counts: Default::default(),
+                        missing: Default::default(),
+                    });
+                    let last = self.repairs.len() - 1;
+                    &mut self.repairs[last]
+                }
+            };
+            for n in &nak.needs {
+                let e = job.counts.entry(n.block.0).or_insert(0);
+                *e = (*e).max(n.count);
+                job.missing
+                    .entry(n.block.0)
+                    .or_default()
+                    .extend(n.missing.iter().copied());
+            }
+        } else {
+            self.stats.rescheduled += 1;
+            self.items[item.0 as usize].in_flight.remove(&client);
+            // Requested now, for FIFO/RxW: the rescheduled request is new.
+            self.demand.add_wait(client, item, now);
+        }
+    }
+
+    fn on_done(
+        &mut self,
+        client: ClientId,
+        item: ItemId,
+        _t: TransmissionId,
+        received: u32,
+        expected: u32,
+    ) {
+        let ok = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.requested.contains(&item));
+        if !ok || item.0 as usize >= self.items.len() {
+            self.stats.bad_requests += 1;
+            return;
+        }
+        self.account(client, received, expected);
+        self.stats.items_done += 1;
+        self.items[item.0 as usize].in_flight.remove(&client);
+        self.demand.remove_wait(client, item);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.done.insert(item);
+            c.needs.remove(&item);
+            let (d, t) = (c.done.len() as u32, c.requested.len() as u32);
+            self.send(
+                client,
+                ServerMsg::Progress {
+                    items_done: d,
+                    items_total: t,
+                },
+            );
+        }
+        self.maybe_complete(client);
+    }
+
+    fn maybe_complete(&mut self, client: ClientId) {
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        let all = !c.requested.is_empty() && c.requested.iter().all(|i| c.done.contains(i));
+        if all && !c.complete {
+            c.complete = true;
+            self.send(client, ServerMsg::Done);
+            self.events.push_back(ServerEvent::ClientComplete(client));
+        }
+    }
+}
