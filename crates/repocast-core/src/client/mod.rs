@@ -456,6 +456,9 @@ impl Client {
     /// A data packet. Returns true if it was useful.
     pub fn handle_data(&mut self, _now: Instant, p: &DataRepr) -> bool {
         let useful = self.data(p);
+        if let Some(probe) = p.probe {
+            self.on_probe(p, probe);
+        }
         if useful {
             self.stats.useful += 1;
         } else {
@@ -507,6 +510,36 @@ impl Client {
             self.block_decoded(p.item, b, bytes);
         }
         true
+    }
+
+    /// ARM (SPEC 3.5): predicts whether the rest of the transmission will
+    /// be enough, and if not asks for a larger maxseqno.
+    fn on_probe(&mut self, p: &DataRepr, probe: crate::wire::Probe) {
+        let Some(it) = self
+            .items
+            .get(&p.item)
+            .filter(|i| i.phase == ItemPhase::Receiving)
+        else {
+            return;
+        };
+        let Some(l) = it.listening.as_ref().filter(|l| l.id == p.transmission) else {
+            return;
+        };
+        let first = l.first_seq.unwrap_or(p.seq);
+        let span = p.seq.saturating_sub(first) + 1;
+        let more: u32 = it.needs().iter().map(|n| n.count).sum();
+        let wanted = l.received.saturating_add(more);
+        if let Some(want) =
+            crate::policy::arm::receiver_request(probe.pts, span, l.received, wanted)
+        {
+            self.outbox.push_back(ClientMsg::ArmNak {
+                transmission: p.transmission,
+                item: p.item,
+                want_maxseq: first.saturating_add(want),
+                echo_timestamp_us: probe.timestamp_us,
+                hold_us: 0,
+            });
+        }
     }
 
     fn block_decoded(&mut self, item: ItemId, b: u32, mut bytes: Vec<u8>) {

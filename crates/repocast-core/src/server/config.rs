@@ -36,6 +36,10 @@ pub struct ServerConfig {
     pub payloads: bool,
     /// Seed for every random choice the server makes.
     pub seed: u64,
+    /// ARM sender parameters (used with the `ARM` scheme).
+    pub arm: crate::policy::arm::ArmParams,
+    /// ARM's round-trip estimate before the first probe echo.
+    pub arm_initial_rtt: Duration,
 }
 
 impl Default for ServerConfig {
@@ -54,6 +58,8 @@ impl Default for ServerConfig {
             nak_window_cap: Duration::from_secs(5),
             payloads: true,
             seed: 1,
+            arm: Default::default(),
+            arm_initial_rtt: Duration::from_millis(100),
         }
     }
 }

@@ -120,11 +120,6 @@ impl Server {
                 "NAK window lower bound above upper".into(),
             ));
         }
-        if matches!(cfg.scheme.fec, FecPolicy::Arm) {
-            return Err(ServerError::Config(
-                "ARM transmissions are not implemented yet".into(),
-            ));
-        }
         let fec = FecParams {
             code: cfg.code,
             symbol_size: cfg.symbol_size,
@@ -290,7 +285,21 @@ impl Server {
         } else {
             None
         };
-        match cur.next_packet(self.cfg.session, &st.info, &st.layout, self.cfg.code, src) {
+        let next = if cur.arm.is_some() {
+            let iv = self.cfg.packet_interval;
+            cur.next_arm_packet(
+                now,
+                iv,
+                self.cfg.session,
+                &st.info,
+                &st.layout,
+                self.cfg.code,
+                src,
+            )
+        } else {
+            cur.next_packet(self.cfg.session, &st.info, &st.layout, self.cfg.code, src)
+        };
+        match next {
             Ok(Some(pkt)) => {
                 let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
                 let floor =
@@ -436,6 +445,10 @@ impl Server {
             .map(ClientState::loss)
             .fold(0.0, f64::max);
         let blocks = self.items[item.0 as usize].layout.blocks();
+        if matches!(self.cfg.scheme.fec, FecPolicy::Arm) && !push {
+            self.begin_arm(now, item, &listeners);
+            return;
+        }
         let mut plan = Vec::with_capacity(blocks as usize);
         for b in 0..blocks {
             let k = self.items[item.0 as usize].layout.block_symbols(b);
@@ -479,10 +492,42 @@ impl Server {
         self.begin(now, item, kind, plan);
     }
 
+    /// Starts an ARM transmission of `item`: K' = the item's rounds of
+    /// interleaved symbols up front, grown by the receivers' ARM NAKs.
+    fn begin_arm(&mut self, now: Instant, item: ItemId, listeners: &[ClientId]) {
+        let st = &self.items[item.0 as usize];
+        let (layout, blocks) = (st.layout, st.layout.blocks());
+        let bases = st.next_esi.clone();
+        let spaces: Vec<u32> = (0..blocks)
+            .map(|b| self.cfg.code.symbol_space(layout.block_symbols(b)))
+            .collect();
+        let maxseq = blocks * layout.block_symbols(0);
+        let arm = transmission::ArmTx::new(
+            bases,
+            spaces,
+            maxseq,
+            self.cfg.arm,
+            self.cfg.arm_initial_rtt,
+        );
+        for c in listeners {
+            self.demand.remove_wait(*c, item);
+            self.items[item.0 as usize].in_flight.insert(*c);
+        }
+        self.demand.mark_sent(item);
+        let id = TransmissionId(self.next_tid);
+        let t = Transmission::arm(id, item, blocks, arm);
+        self.start(now, t);
+    }
+
     fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {
         let id = TransmissionId(self.next_tid);
-        self.next_tid += 1;
         let t = Transmission::new(id, item, kind, plan);
+        self.start(now, t);
+    }
+
+    fn start(&mut self, now: Instant, t: Transmission) {
+        let (id, item, kind) = (t.id, t.item, t.kind);
+        self.next_tid += 1;
         self.stats.transmissions += 1;
         if kind == AnnounceKind::Repair {
             self.stats.repair_transmissions += 1;

@@ -60,7 +60,28 @@ impl Server {
                 received,
                 expected,
             } => self.on_done(client, item, transmission, received, expected),
-            ClientMsg::ArmNak { .. } => self.stats.bad_requests += 1,
+            ClientMsg::ArmNak {
+                transmission,
+                item,
+                want_maxseq,
+                echo_timestamp_us,
+                hold_us,
+            } => {
+                let cur = self
+                    .current
+                    .as_mut()
+                    .filter(|t| t.id == transmission && t.item == item);
+                // A late ARM NAK, for a transmission that has ended, is harmless.
+                if let Some(arm) = cur.and_then(|t| t.arm.as_mut()) {
+                    self.stats.naks += 1;
+                    let rtt = (echo_timestamp_us <= now.as_micros()).then(|| {
+                        let us =
+                            crate::policy::arm::rtt_us(echo_timestamp_us, hold_us, now.as_micros());
+                        std::time::Duration::from_micros(us)
+                    });
+                    arm.on_nak(want_maxseq, rtt);
+                }
+            }
             ClientMsg::Bye => self.handle_disconnect(now, client),
         }
     }
@@ -252,6 +273,16 @@ impl Server {
         self.stats.items_done += 1;
         self.items[item.0 as usize].in_flight.remove(&client);
         self.demand.remove_wait(client, item);
+        // Receivers leave ARM transmissions as soon as they decode; when the
+        // last has, the transmission stops.
+        if self.items[item.0 as usize].in_flight.is_empty() {
+            if let Some(t) = self.current.as_mut().filter(|t| t.item == item) {
+                let sent = t.sent();
+                if let Some(arm) = t.arm.as_mut() {
+                    arm.stop(sent);
+                }
+            }
+        }
         if let Some(c) = self.clients.get_mut(&client) {
             c.done.insert(item);
             c.needs.remove(&item);

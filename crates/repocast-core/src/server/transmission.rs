@@ -60,6 +60,73 @@ pub struct Transmission {
     pos: u32,
     seq: u32,
     encoder: Option<(u32, Box<dyn BlockEncoder>)>,
+    /// Present for an ARM transmission (interleaved, open-ended).
+    pub arm: Option<ArmTx>,
+}
+
+/// State of an ARM transmission (SPEC 3.5): interleaved blocks, round r
+/// sends symbol `bases[b] + r` of every block b, until `maxseq + relax`.
+pub struct ArmTx {
+    /// Last symbol the sender plans to send.
+    pub maxseq: u32,
+    /// Extra symbols after maxseq.
+    pub relax: u32,
+    /// Decrease of maxseq after a probe without NAK.
+    pub decrease: u32,
+    /// Ceiling on maxseq (forged NAKs cannot make it endless).
+    pub cap: u32,
+    /// Round-trip estimate.
+    pub rtt: std::time::Duration,
+    bases: Vec<u32>,
+    spaces: Vec<u32>,
+    encoders: std::collections::HashMap<u32, Box<dyn BlockEncoder>>,
+    first_probe: u32,
+    next_probe: u32,
+    /// The last probe's time and whether a NAK answered it.
+    last_probe: Option<(crate::Instant, bool)>,
+}
+
+impl ArmTx {
+    /// ARM state over blocks whose fresh ids start at `bases`.
+    pub fn new(
+        bases: Vec<u32>,
+        spaces: Vec<u32>,
+        maxseq: u32,
+        params: crate::policy::arm::ArmParams,
+        rtt: std::time::Duration,
+    ) -> Self {
+        ArmTx {
+            cap: maxseq.saturating_mul(20).max(64),
+            maxseq,
+            relax: params.relax,
+            decrease: params.decrease,
+            rtt,
+            bases,
+            spaces,
+            encoders: Default::default(),
+            first_probe: (maxseq / 5).max(1),
+            next_probe: (maxseq / 5).max(1),
+            last_probe: None,
+        }
+    }
+
+    /// A receiver asked for `want`; `rtt` measured from its echo.
+    pub fn on_nak(&mut self, want: u32, rtt: Option<std::time::Duration>) {
+        self.maxseq = self.maxseq.max(want.min(self.cap));
+        if let Some(p) = self.last_probe.as_mut() {
+            p.1 = true;
+        }
+        if let Some(r) = rtt {
+            // EWMA with gain 1/8, as TCP does.
+            self.rtt = (self.rtt * 7 + r) / 8;
+        }
+    }
+
+    /// Ends the transmission at `seq` (every receiver has decoded).
+    pub fn stop(&mut self, seq: u32) {
+        self.maxseq = seq;
+        self.relax = 0;
+    }
 }
 
 /// Why a packet could not be produced.
@@ -89,12 +156,25 @@ impl Transmission {
             pos: 0,
             seq: 0,
             encoder: None,
+            arm: None,
         }
+    }
+
+    /// An ARM transmission of `blocks` blocks, `arm.maxseq` packets planned.
+    pub fn arm(id: TransmissionId, item: ItemId, blocks: u32, arm: ArmTx) -> Self {
+        let mut t = Transmission::new(id, item, AnnounceKind::First, Vec::new());
+        t.total = arm.maxseq + arm.relax;
+        t.block_count = blocks;
+        t.arm = Some(arm);
+        t
     }
 
     /// Whether every packet has been produced.
     pub fn finished(&self) -> bool {
-        self.seg >= self.plan.len()
+        match &self.arm {
+            Some(a) => self.seq >= a.maxseq.saturating_add(a.relax) || a.bases.is_empty(),
+            None => self.seg >= self.plan.len(),
+        }
     }
 
     /// Packets produced so far.
@@ -111,6 +191,9 @@ impl Transmission {
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
+        if self.arm.is_some() {
+            return Ok(None);
+        }
         let Some(seg) = self.plan.get(self.seg) else {
             return Ok(None);
         };
@@ -166,5 +249,107 @@ impl Transmission {
             self.encoder = None;
         }
         Ok(Some(pkt))
+    }
+}
+
+/// Reads block `block` of `item` from `src` and builds its encoder.
+fn load_encoder(
+    item: ItemId,
+    block: u32,
+    info: &ItemInfo,
+    layout: &Layout,
+    code: CodeKind,
+    src: &mut dyn BlockSource,
+) -> Result<Box<dyn BlockEncoder>, ReadFailed> {
+    let k = layout.block_symbols(block);
+    let t = layout.symbol_size() as usize;
+    let mut data = Vec::with_capacity(k as usize * t);
+    src.read(
+        item,
+        layout.block_offset(block),
+        layout.block_len(block) as usize,
+        &mut data,
+    )
+    .map_err(ReadFailed)?;
+    if data.len() as u64 != layout.block_len(block) {
+        return Err(ReadFailed(format!(
+            "{}: short read of block {block}",
+            info.name
+        )));
+    }
+    data.resize(k as usize * t, 0);
+    code.encoder(k, layout.symbol_size(), data)
+        .map_err(|e| ReadFailed(e.to_string()))
+}
+
+impl Transmission {
+    /// Produces the next packet of an ARM transmission: interleaved blocks,
+    /// probes piggy-backed from K/5 on, one per RTT; maxseq lowered by d
+    /// after a probe that drew no NAK within 2 RTT. Encoders for every block
+    /// stay alive for the whole transmission (ARM holds the item's blocks).
+    #[allow(clippy::too_many_arguments)]
+    pub fn next_arm_packet(
+        &mut self,
+        now: crate::Instant,
+        interval: std::time::Duration,
+        session: SessionId,
+        info: &ItemInfo,
+        layout: &Layout,
+        code: CodeKind,
+        source: Option<&mut dyn BlockSource>,
+    ) -> Result<Option<DataRepr>, ReadFailed> {
+        if self.finished() {
+            return Ok(None);
+        }
+        let seq = self.seq;
+        let Some(a) = self.arm.as_mut() else {
+            return Ok(None);
+        };
+        if let Some((t, answered)) = a.last_probe {
+            if !answered && now >= t + a.rtt * 2 {
+                a.maxseq = a.maxseq.saturating_sub(a.decrease).max(seq);
+                a.last_probe = None;
+            } else if answered {
+                a.last_probe = None;
+            }
+        }
+        let g = a.bases.len() as u32;
+        let (block, round) = (seq % g, seq / g);
+        let esi = ((a.bases[block as usize] as u64 + round as u64)
+            % a.spaces[block as usize].max(1) as u64) as u32;
+        let probe = if seq >= a.first_probe && seq >= a.next_probe {
+            let per_rtt = (a.rtt.as_micros() / interval.as_micros().max(1)).max(1) as u32;
+            a.next_probe = seq + per_rtt;
+            a.last_probe = Some((now, false));
+            Some(crate::wire::Probe {
+                pts: a.maxseq.saturating_sub(seq),
+                timestamp_us: now.as_micros(),
+            })
+        } else {
+            None
+        };
+        let mut payload = Vec::new();
+        if let Some(src) = source {
+            let enc = match a.encoders.entry(block) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(load_encoder(self.item, block, info, layout, code, src)?)
+                }
+            };
+            enc.symbol(esi, &mut payload);
+        }
+        self.seq += 1;
+        self.total = self.total.max(self.seq);
+        Ok(Some(DataRepr {
+            session,
+            transmission: self.id,
+            item: self.item,
+            block: BlockId(block),
+            symbol: esi,
+            seq,
+            probe,
+            payload,
+            tag: Vec::new(),
+        }))
     }
 }
