@@ -110,7 +110,8 @@ impl ClientMsg {
             },
             kind::LIST => ClientMsg::ListCatalogue,
             kind::REQUEST => {
-                let n = r.count("request items", MAX_REQUEST_ITEMS, 5)?;
+                // An id selector takes 5 bytes, a name selector at least 3.
+                let n = r.count("request items", MAX_REQUEST_ITEMS, 3)?;
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(match r.u8()? {

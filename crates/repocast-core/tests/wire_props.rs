@@ -1,0 +1,288 @@
+//! Wire format: every message round-trips through its bytes, and no input
+//! (random, truncated, or with a flipped byte) panics a parser.
+
+use proptest::prelude::*;
+use repocast_core::fec::CodeKind;
+use repocast_core::wire::control::CatalogueEntry;
+use repocast_core::wire::frame::{FrameDecoder, encode_frame};
+use repocast_core::wire::*;
+use repocast_core::{BlockId, ItemId, SessionId, TransmissionId};
+
+fn name() -> impl Strategy<Value = String> {
+    "[a-z0-9/._ é-]{0,40}"
+}
+
+fn data() -> impl Strategy<Value = DataRepr> {
+    (
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+        (0u32..=data::MAX_SYMBOL_ID, any::<u32>()),
+        proptest::option::of((any::<u32>(), any::<u64>())),
+        proptest::collection::vec(any::<u8>(), 0..300),
+        proptest::collection::vec(any::<u8>(), 0..=data::MAX_TAG_LEN),
+    )
+        .prop_map(|((s, t, i, b), (symbol, seq), probe, payload, tag)| DataRepr {
+            session: SessionId(s),
+            transmission: TransmissionId(t),
+            item: ItemId(i),
+            block: BlockId(b),
+            symbol,
+            seq,
+            probe: probe.map(|(pts, timestamp_us)| Probe { pts, timestamp_us }),
+            payload,
+            tag,
+        })
+}
+
+fn announce() -> impl Strategy<Value = AnnounceRepr> {
+    (
+        (any::<u32>(), any::<u32>(), any::<u32>(), 0u8..4),
+        (0u32..1 << 30, 0u32..1 << 30, any::<u32>(), any::<u64>()),
+        (0u32..=announce::MAX_NAK_WINDOW_US, 0u32..=announce::MAX_NAK_WINDOW_US),
+    )
+        .prop_map(|((s, t, i, k), (fb, bc, tp, d), (a, b))| AnnounceRepr {
+            session: SessionId(s),
+            transmission: TransmissionId(t),
+            item: ItemId(i),
+            kind: [AnnounceKind::First, AnnounceKind::Repair, AnnounceKind::Carousel, AnnounceKind::End][k as usize],
+            first_block: fb,
+            block_count: bc,
+            total_packets: tp,
+            duration_us: d,
+            nak_window_min_us: a.min(b),
+            nak_window_max_us: a.max(b),
+        })
+}
+
+fn nak() -> impl Strategy<Value = NakRepr> {
+    (
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        any::<u32>(),
+        proptest::collection::vec(
+            (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..8)),
+            0..10,
+        ),
+    )
+        .prop_map(|(t, i, r, e, needs)| NakRepr {
+            transmission: TransmissionId(t),
+            item: ItemId(i),
+            received: r,
+            expected: e,
+            needs: needs
+                .into_iter()
+                .map(|(b, c, m)| BlockNeed { block: BlockId(b), count: c, missing: m })
+                .collect(),
+        })
+}
+
+fn manifest() -> impl Strategy<Value = ManifestEntry> {
+    (
+        any::<u32>(),
+        name(),
+        0u64..=manifest::MAX_ITEM_SIZE,
+        any::<[u8; 32]>(),
+        0usize..4,
+        (8u16..4500).prop_map(|x| x * 2),
+        proptest::collection::vec(any::<[u8; 32]>(), 0..5),
+    )
+        .prop_map(|(i, name, size, hash, c, t, block_hashes)| {
+            let code = CodeKind::ALL[c];
+            ManifestEntry {
+                item: ItemId(i),
+                name,
+                size,
+                hash,
+                fec: FecParams { code, symbol_size: t, max_block_symbols: code.default_block_symbols() },
+                block_hashes,
+            }
+        })
+}
+
+fn client_msg() -> impl Strategy<Value = ClientMsg> {
+    prop_oneof![
+        name().prop_map(|name| ClientMsg::Hello { name }),
+        Just(ClientMsg::ListCatalogue),
+        proptest::collection::vec(
+            prop_oneof![any::<u32>().prop_map(|i| ItemSel::Id(ItemId(i))), name().prop_map(ItemSel::Name)],
+            0..6
+        )
+        .prop_map(|items| ClientMsg::Request { items }),
+        nak().prop_map(ClientMsg::Nak),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(i, t, r, e)| ClientMsg::ItemDone {
+            item: ItemId(i),
+            transmission: TransmissionId(t),
+            received: r,
+            expected: e
+        }),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(t, i, w, ts, h)| {
+            ClientMsg::ArmNak {
+                transmission: TransmissionId(t),
+                item: ItemId(i),
+                want_maxseq: w,
+                echo_timestamp_us: ts,
+                hold_us: h,
+            }
+        }),
+        Just(ClientMsg::Bye),
+    ]
+}
+
+fn server_msg() -> impl Strategy<Value = ServerMsg> {
+    prop_oneof![
+        (any::<u32>(), any::<u32>()).prop_map(|(s, n)| ServerMsg::Welcome { session: SessionId(s), items: n }),
+        (proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5), any::<bool>()).prop_map(|(e, more)| {
+            ServerMsg::Catalogue {
+                entries: e.into_iter().map(|(i, name, size)| CatalogueEntry { item: ItemId(i), name, size }).collect(),
+                more,
+            }
+        }),
+        (manifest(), any::<u32>())
+            .prop_map(|(entry, t)| ServerMsg::Manifest { entry, next_transmission: TransmissionId(t) }),
+        announce().prop_map(ServerMsg::Notify),
+        (any::<u32>(), any::<u32>()).prop_map(|(d, t)| ServerMsg::Progress { items_done: d, items_total: t }),
+        (proptest::option::of(any::<u32>()), name(), name()).prop_map(|(i, name, reason)| ServerMsg::Failed {
+            item: i.map(ItemId),
+            name,
+            reason
+        }),
+        Just(ServerMsg::Done),
+    ]
+}
+
+/// Every prefix and every single-byte corruption of `bytes` parses to
+/// something or an error, never a panic.
+fn mangle(bytes: &[u8], parse: impl Fn(&[u8]) -> bool) {
+    for n in 0..bytes.len() {
+        assert!(!parse(&bytes[..n]) || n == bytes.len(), "a strict prefix parsed");
+    }
+    let mut b = bytes.to_vec();
+    for i in 0..b.len().min(64) {
+        b[i] ^= 0xA5;
+        let _ = parse(&b);
+        b[i] ^= 0xA5;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn data_round_trips(m in data()) {
+        let mut b = Vec::new();
+        m.emit(&mut b);
+        prop_assert_eq!(DataRepr::parse(&b), Ok(m));
+        mangle(&b, |x| DataRepr::parse(x).is_ok());
+    }
+
+    #[test]
+    fn announce_round_trips(m in announce()) {
+        let mut b = Vec::new();
+        m.emit(&mut b);
+        prop_assert_eq!(AnnounceRepr::parse(&b), Ok(m));
+        mangle(&b, |x| AnnounceRepr::parse(x).is_ok());
+    }
+
+    #[test]
+    fn client_messages_round_trip(m in client_msg()) {
+        let mut b = Vec::new();
+        m.emit(&mut b);
+        prop_assert_eq!(ClientMsg::parse(&b), Ok(m));
+        mangle(&b, |x| ClientMsg::parse(x).is_ok());
+    }
+
+    #[test]
+    fn server_messages_round_trip(m in server_msg()) {
+        let mut b = Vec::new();
+        m.emit(&mut b);
+        prop_assert_eq!(ServerMsg::parse(&b), Ok(m));
+        mangle(&b, |x| ServerMsg::parse(x).is_ok());
+    }
+
+    #[test]
+    fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..512)) {
+        let _ = DataRepr::parse(&b);
+        let _ = AnnounceRepr::parse(&b);
+        let _ = ClientMsg::parse(&b);
+        let _ = ServerMsg::parse(&b);
+        let mut d = FrameDecoder::default();
+        d.extend(&b);
+        while let Ok(Some(_)) = d.next_frame() {}
+    }
+
+    #[test]
+    fn frames_carry_messages(ms in proptest::collection::vec(client_msg(), 0..5), cut in 1usize..50) {
+        let mut stream = Vec::new();
+        for m in &ms {
+            let mut b = Vec::new();
+            m.emit(&mut b);
+            encode_frame(&b, &mut stream);
+        }
+        let mut d = FrameDecoder::default();
+        let mut got = Vec::new();
+        for chunk in stream.chunks(cut) {
+            d.extend(chunk);
+            while let Some(f) = d.next_frame().expect("frame within limit") {
+                got.push(ClientMsg::parse(&f).expect("valid message"));
+            }
+        }
+        prop_assert_eq!(got, ms);
+    }
+}
+
+#[test]
+fn other_versions_and_kinds_are_rejected() {
+    let mut b = Vec::new();
+    ClientMsg::Bye.emit(&mut b);
+    b[2] = VERSION + 1;
+    assert_eq!(ClientMsg::parse(&b), Err(WireError::UnsupportedVersion(VERSION + 1)));
+    b[2] = VERSION;
+    b[3] = 99;
+    assert_eq!(ClientMsg::parse(&b), Err(WireError::UnknownKind(99)));
+    b[0] = b'X';
+    assert_eq!(ClientMsg::parse(&b), Err(WireError::BadMagic));
+}
+
+#[test]
+fn forged_counts_and_lengths_are_refused_before_allocating() {
+    // A NAK claiming 2^20 blocks in 20 bytes.
+    let mut b = Vec::new();
+    ClientMsg::Nak(NakRepr { transmission: TransmissionId(1), item: ItemId(1), received: 0, expected: 0, needs: vec![] })
+        .emit(&mut b);
+    let n = b.len();
+    b[n - 4..].copy_from_slice(&(1u32 << 20).to_be_bytes());
+    assert!(matches!(ClientMsg::parse(&b), Err(WireError::OutOfRange { .. })));
+    // A data packet with a symbol id past RaptorQ's 24 bits.
+    let mut d = Vec::new();
+    DataRepr {
+        session: SessionId(1),
+        transmission: TransmissionId(1),
+        item: ItemId(1),
+        block: BlockId(1),
+        symbol: 1,
+        seq: 0,
+        probe: None,
+        payload: vec![1, 2],
+        tag: vec![],
+    }
+    .emit(&mut d);
+    d[20..24].copy_from_slice(&(1u32 << 24).to_be_bytes());
+    assert!(matches!(DataRepr::parse(&d), Err(WireError::OutOfRange { field: "symbol id", .. })));
+    // A manifest with an odd symbol size.
+    let mut m = Vec::new();
+    ServerMsg::Manifest {
+        entry: ManifestEntry {
+            item: ItemId(0),
+            name: "a".into(),
+            size: 10,
+            hash: [0; 32],
+            fec: FecParams { code: CodeKind::RaptorQ, symbol_size: 64, max_block_symbols: 10 },
+            block_hashes: vec![],
+        },
+        next_transmission: TransmissionId(0),
+    }
+    .emit(&mut m);
+    // header 4 + item 4 + name 2+1 + size 8 + hash 32 + code 1 -> symbol size at 52.
+    m[52..54].copy_from_slice(&65u16.to_be_bytes());
+    assert!(matches!(ServerMsg::parse(&m), Err(WireError::OutOfRange { field: "symbol size", .. })));
+}
