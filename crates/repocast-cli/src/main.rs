@@ -1,24 +1,35 @@
 //! # repocast: the command-line entry point (thin)
 //!
-//! Parses arguments and hands off to `repocast-net` (serve, get, ls, demo)
-//! or `repocast-sim` (sim). Today only `demo` exists: it runs the protocol
-//! core's in-process harness, server and clients with emulated loss.
+//! Parses arguments and hands off. Today: `demo`, which runs the protocol
+//! core's own server and client state machines in process (the core's
+//! harness), with real bytes, emulated loss and a virtual clock. `serve`,
+//! `get`, `ls` and `sim` arrive with `repocast-net` and `repocast-sim`.
 
 mod demo;
 
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "repocast",
+    version,
+    about = "Reliable multicast repository server"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a generated repository to four lossy clients, in process.
+    Demo(demo::DemoArgs),
+}
+
 fn main() -> std::process::ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        None | Some("demo") => demo::run(),
-        Some("--help") | Some("-h") | Some("help") => {
-            println!(
-                "usage: repocast demo\n\nOnly the in-process demo exists yet; serve, get, ls and sim come with the network and simulator crates."
-            );
-            std::process::ExitCode::SUCCESS
-        }
-        Some(other) => {
-            eprintln!("repocast: unknown command {other:?} (try `repocast --help`)");
-            std::process::ExitCode::from(2)
-        }
+    let cli = Cli::parse();
+    match cli.command {
+        Some(Command::Demo(a)) => demo::run(&a),
+        None => demo::run(&demo::DemoArgs::default()),
     }
 }

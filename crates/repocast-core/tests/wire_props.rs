@@ -20,30 +20,40 @@ fn data() -> impl Strategy<Value = DataRepr> {
         proptest::collection::vec(any::<u8>(), 0..300),
         proptest::collection::vec(any::<u8>(), 0..=data::MAX_TAG_LEN),
     )
-        .prop_map(|((s, t, i, b), (symbol, seq), probe, payload, tag)| DataRepr {
-            session: SessionId(s),
-            transmission: TransmissionId(t),
-            item: ItemId(i),
-            block: BlockId(b),
-            symbol,
-            seq,
-            probe: probe.map(|(pts, timestamp_us)| Probe { pts, timestamp_us }),
-            payload,
-            tag,
-        })
+        .prop_map(
+            |((s, t, i, b), (symbol, seq), probe, payload, tag)| DataRepr {
+                session: SessionId(s),
+                transmission: TransmissionId(t),
+                item: ItemId(i),
+                block: BlockId(b),
+                symbol,
+                seq,
+                probe: probe.map(|(pts, timestamp_us)| Probe { pts, timestamp_us }),
+                payload,
+                tag,
+            },
+        )
 }
 
 fn announce() -> impl Strategy<Value = AnnounceRepr> {
     (
         (any::<u32>(), any::<u32>(), any::<u32>(), 0u8..4),
         (0u32..1 << 30, 0u32..1 << 30, any::<u32>(), any::<u64>()),
-        (0u32..=announce::MAX_NAK_WINDOW_US, 0u32..=announce::MAX_NAK_WINDOW_US),
+        (
+            0u32..=announce::MAX_NAK_WINDOW_US,
+            0u32..=announce::MAX_NAK_WINDOW_US,
+        ),
     )
         .prop_map(|((s, t, i, k), (fb, bc, tp, d), (a, b))| AnnounceRepr {
             session: SessionId(s),
             transmission: TransmissionId(t),
             item: ItemId(i),
-            kind: [AnnounceKind::First, AnnounceKind::Repair, AnnounceKind::Carousel, AnnounceKind::End][k as usize],
+            kind: [
+                AnnounceKind::First,
+                AnnounceKind::Repair,
+                AnnounceKind::Carousel,
+                AnnounceKind::End,
+            ][k as usize],
             first_block: fb,
             block_count: bc,
             total_packets: tp,
@@ -60,7 +70,11 @@ fn nak() -> impl Strategy<Value = NakRepr> {
         any::<u32>(),
         any::<u32>(),
         proptest::collection::vec(
-            (any::<u32>(), any::<u32>(), proptest::collection::vec(any::<u32>(), 0..8)),
+            (
+                any::<u32>(),
+                any::<u32>(),
+                proptest::collection::vec(any::<u32>(), 0..8),
+            ),
             0..10,
         ),
     )
@@ -71,7 +85,11 @@ fn nak() -> impl Strategy<Value = NakRepr> {
             expected: e,
             needs: needs
                 .into_iter()
-                .map(|(b, c, m)| BlockNeed { block: BlockId(b), count: c, missing: m })
+                .map(|(b, c, m)| BlockNeed {
+                    block: BlockId(b),
+                    count: c,
+                    missing: m,
+                })
                 .collect(),
         })
 }
@@ -93,7 +111,11 @@ fn manifest() -> impl Strategy<Value = ManifestEntry> {
                 name,
                 size,
                 hash,
-                fec: FecParams { code, symbol_size: t, max_block_symbols: code.default_block_symbols() },
+                fec: FecParams {
+                    code,
+                    symbol_size: t,
+                    max_block_symbols: code.default_block_symbols(),
+                },
                 block_hashes,
             }
         })
@@ -104,47 +126,80 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
         name().prop_map(|name| ClientMsg::Hello { name }),
         Just(ClientMsg::ListCatalogue),
         proptest::collection::vec(
-            prop_oneof![any::<u32>().prop_map(|i| ItemSel::Id(ItemId(i))), name().prop_map(ItemSel::Name)],
+            prop_oneof![
+                any::<u32>().prop_map(|i| ItemSel::Id(ItemId(i))),
+                name().prop_map(ItemSel::Name)
+            ],
             0..6
         )
         .prop_map(|items| ClientMsg::Request { items }),
         nak().prop_map(ClientMsg::Nak),
-        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(i, t, r, e)| ClientMsg::ItemDone {
-            item: ItemId(i),
-            transmission: TransmissionId(t),
-            received: r,
-            expected: e
-        }),
-        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u64>(), any::<u32>()).prop_map(|(t, i, w, ts, h)| {
-            ClientMsg::ArmNak {
-                transmission: TransmissionId(t),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(i, t, r, e)| {
+            ClientMsg::ItemDone {
                 item: ItemId(i),
-                want_maxseq: w,
-                echo_timestamp_us: ts,
-                hold_us: h,
+                transmission: TransmissionId(t),
+                received: r,
+                expected: e,
             }
         }),
+        (
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u64>(),
+            any::<u32>()
+        )
+            .prop_map(|(t, i, w, ts, h)| {
+                ClientMsg::ArmNak {
+                    transmission: TransmissionId(t),
+                    item: ItemId(i),
+                    want_maxseq: w,
+                    echo_timestamp_us: ts,
+                    hold_us: h,
+                }
+            }),
         Just(ClientMsg::Bye),
     ]
 }
 
 fn server_msg() -> impl Strategy<Value = ServerMsg> {
     prop_oneof![
-        (any::<u32>(), any::<u32>()).prop_map(|(s, n)| ServerMsg::Welcome { session: SessionId(s), items: n }),
-        (proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5), any::<bool>()).prop_map(|(e, more)| {
-            ServerMsg::Catalogue {
-                entries: e.into_iter().map(|(i, name, size)| CatalogueEntry { item: ItemId(i), name, size }).collect(),
-                more,
-            }
+        (any::<u32>(), any::<u32>()).prop_map(|(s, n)| ServerMsg::Welcome {
+            session: SessionId(s),
+            items: n
         }),
-        (manifest(), any::<u32>())
-            .prop_map(|(entry, t)| ServerMsg::Manifest { entry, next_transmission: TransmissionId(t) }),
+        (
+            proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5),
+            any::<bool>()
+        )
+            .prop_map(|(e, more)| {
+                ServerMsg::Catalogue {
+                    entries: e
+                        .into_iter()
+                        .map(|(i, name, size)| CatalogueEntry {
+                            item: ItemId(i),
+                            name,
+                            size,
+                        })
+                        .collect(),
+                    more,
+                }
+            }),
+        (manifest(), any::<u32>()).prop_map(|(entry, t)| ServerMsg::Manifest {
+            entry,
+            next_transmission: TransmissionId(t)
+        }),
         announce().prop_map(ServerMsg::Notify),
-        (any::<u32>(), any::<u32>()).prop_map(|(d, t)| ServerMsg::Progress { items_done: d, items_total: t }),
-        (proptest::option::of(any::<u32>()), name(), name()).prop_map(|(i, name, reason)| ServerMsg::Failed {
-            item: i.map(ItemId),
-            name,
-            reason
+        (any::<u32>(), any::<u32>()).prop_map(|(d, t)| ServerMsg::Progress {
+            items_done: d,
+            items_total: t
+        }),
+        (proptest::option::of(any::<u32>()), name(), name()).prop_map(|(i, name, reason)| {
+            ServerMsg::Failed {
+                item: i.map(ItemId),
+                name,
+                reason,
+            }
         }),
         Just(ServerMsg::Done),
     ]
@@ -154,7 +209,10 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
 /// something or an error, never a panic.
 fn mangle(bytes: &[u8], parse: impl Fn(&[u8]) -> bool) {
     for n in 0..bytes.len() {
-        assert!(!parse(&bytes[..n]) || n == bytes.len(), "a strict prefix parsed");
+        assert!(
+            !parse(&bytes[..n]) || n == bytes.len(),
+            "a strict prefix parsed"
+        );
     }
     let mut b = bytes.to_vec();
     for i in 0..b.len().min(64) {
@@ -235,7 +293,10 @@ fn other_versions_and_kinds_are_rejected() {
     let mut b = Vec::new();
     ClientMsg::Bye.emit(&mut b);
     b[2] = VERSION + 1;
-    assert_eq!(ClientMsg::parse(&b), Err(WireError::UnsupportedVersion(VERSION + 1)));
+    assert_eq!(
+        ClientMsg::parse(&b),
+        Err(WireError::UnsupportedVersion(VERSION + 1))
+    );
     b[2] = VERSION;
     b[3] = 99;
     assert_eq!(ClientMsg::parse(&b), Err(WireError::UnknownKind(99)));
@@ -247,11 +308,20 @@ fn other_versions_and_kinds_are_rejected() {
 fn forged_counts_and_lengths_are_refused_before_allocating() {
     // A NAK claiming 2^20 blocks in 20 bytes.
     let mut b = Vec::new();
-    ClientMsg::Nak(NakRepr { transmission: TransmissionId(1), item: ItemId(1), received: 0, expected: 0, needs: vec![] })
-        .emit(&mut b);
+    ClientMsg::Nak(NakRepr {
+        transmission: TransmissionId(1),
+        item: ItemId(1),
+        received: 0,
+        expected: 0,
+        needs: vec![],
+    })
+    .emit(&mut b);
     let n = b.len();
     b[n - 4..].copy_from_slice(&(1u32 << 20).to_be_bytes());
-    assert!(matches!(ClientMsg::parse(&b), Err(WireError::OutOfRange { .. })));
+    assert!(matches!(
+        ClientMsg::parse(&b),
+        Err(WireError::OutOfRange { .. })
+    ));
     // A data packet with a symbol id past RaptorQ's 24 bits.
     let mut d = Vec::new();
     DataRepr {
@@ -267,7 +337,13 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
     }
     .emit(&mut d);
     d[20..24].copy_from_slice(&(1u32 << 24).to_be_bytes());
-    assert!(matches!(DataRepr::parse(&d), Err(WireError::OutOfRange { field: "symbol id", .. })));
+    assert!(matches!(
+        DataRepr::parse(&d),
+        Err(WireError::OutOfRange {
+            field: "symbol id",
+            ..
+        })
+    ));
     // A manifest with an odd symbol size.
     let mut m = Vec::new();
     ServerMsg::Manifest {
@@ -276,7 +352,11 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
             name: "a".into(),
             size: 10,
             hash: [0; 32],
-            fec: FecParams { code: CodeKind::RaptorQ, symbol_size: 64, max_block_symbols: 10 },
+            fec: FecParams {
+                code: CodeKind::RaptorQ,
+                symbol_size: 64,
+                max_block_symbols: 10,
+            },
             block_hashes: vec![],
         },
         next_transmission: TransmissionId(0),
@@ -284,5 +364,11 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
     .emit(&mut m);
     // header 4 + item 4 + name 2+1 + size 8 + hash 32 + code 1 -> symbol size at 52.
     m[52..54].copy_from_slice(&65u16.to_be_bytes());
-    assert!(matches!(ServerMsg::parse(&m), Err(WireError::OutOfRange { field: "symbol size", .. })));
+    assert!(matches!(
+        ServerMsg::parse(&m),
+        Err(WireError::OutOfRange {
+            field: "symbol size",
+            ..
+        })
+    ));
 }

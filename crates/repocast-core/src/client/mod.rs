@@ -101,6 +101,9 @@ pub struct Client {
     early: VecDeque<DataRepr>,
     stats: ClientStats,
     done: bool,
+    /// Cached earliest deadline; `None` when it must be recomputed. Every
+    /// change to a listening or report timer clears it.
+    deadline: std::cell::Cell<Option<Option<Instant>>>,
 }
 
 /// Most data packets held while waiting for manifests.
@@ -122,6 +125,7 @@ impl Client {
             early: VecDeque::new(),
             stats: ClientStats::default(),
             done: false,
+            deadline: std::cell::Cell::new(None),
         }
     }
 
@@ -180,7 +184,11 @@ impl Client {
 
     /// The earliest timer: a NAK due, or a transmission's end deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.items
+        if let Some(d) = self.deadline.get() {
+            return d;
+        }
+        let d = self
+            .items
             .values()
             .flat_map(|i| {
                 let l = i
@@ -191,7 +199,9 @@ impl Client {
                 [i.report_due.map(|r| r.0), l]
             })
             .flatten()
-            .min()
+            .min();
+        self.deadline.set(Some(d));
+        d
     }
 
     /// Marks a block as already held (verified on disk by a resume journal)
@@ -384,6 +394,7 @@ impl Client {
         }
         // A newer transmission supersedes a NAK not yet sent.
         it.report_due = None;
+        self.deadline.set(None);
         it.listening = Some(Listening {
             id: a.transmission,
             total: a.total_packets,
@@ -411,6 +422,7 @@ impl Client {
             return;
         }
         l.ended = true;
+        self.deadline.set(None);
         if it.phase == ItemPhase::Receiving {
             it.report_due = Some((now + delay, l.id));
         }
@@ -419,6 +431,7 @@ impl Client {
     /// Timers: sends NAKs that are due, ends transmissions whose end
     /// announcement never came. Early calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.deadline.set(None);
         let ids: Vec<ItemId> = self.items.keys().copied().collect();
         for id in ids {
             let overdue = self.items[&id]
@@ -595,6 +608,7 @@ impl Client {
                 (l.id, l.received, l.expected())
             });
         it.listening = None;
+        self.deadline.set(None);
         let done = ClientMsg::ItemDone {
             item,
             transmission: tid,

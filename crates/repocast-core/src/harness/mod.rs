@@ -64,6 +64,8 @@ struct Node {
     failures: Vec<String>,
     offered: u64,
     lost: u64,
+    /// The deadline filed in the timer heap for this client.
+    timer: Option<Instant>,
 }
 
 enum Pending {
@@ -83,6 +85,18 @@ pub struct Harness {
     /// One-way delay of the request connection.
     pub control_delay: Duration,
     queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
+    /// Clients not yet joined, by join time.
+    joins: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Joined clients that have not yet heard Done, ascending.
+    active: Vec<usize>,
+    by_id: std::collections::HashMap<ClientId, usize>,
+    /// Joined, unfinished clients by the items they asked for: data and
+    /// announcements of an item go to these only.
+    interest: std::collections::HashMap<ItemId, Vec<usize>>,
+    /// Client deadlines (lazily invalidated against `Node::timer`).
+    timers: BinaryHeap<Reverse<(Instant, usize)>>,
+    /// Clients that received something this step, to drain and re-time.
+    touched: Vec<usize>,
     pending: BTreeMap<u64, Pending>,
     seq: u64,
     payloads: bool,
@@ -122,6 +136,12 @@ impl Harness {
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             control_delay: Duration::from_millis(5),
             queue: BinaryHeap::new(),
+            joins: BinaryHeap::new(),
+            active: Vec::new(),
+            by_id: Default::default(),
+            interest: Default::default(),
+            timers: BinaryHeap::new(),
+            touched: Vec::new(),
             pending: BTreeMap::new(),
             seq: 0,
             payloads,
@@ -132,6 +152,7 @@ impl Harness {
     /// Adds a client; returns its index.
     pub fn add_client(&mut self, spec: ClientSpec) -> usize {
         let i = self.nodes.len();
+        self.joins.push(Reverse((spec.join_at, i)));
         let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
         let client = Client::new(ClientConfig {
             seed,
@@ -151,6 +172,7 @@ impl Harness {
             failures: Vec::new(),
             offered: 0,
             lost: 0,
+            timer: None,
         });
         i
     }
@@ -163,9 +185,20 @@ impl Harness {
 
     /// Connects clients whose time has come.
     fn join_due(&mut self) {
-        for i in 0..self.nodes.len() {
-            if self.nodes[i].id.is_none() && self.nodes[i].spec.join_at <= self.now {
+        while let Some(Reverse((at, i))) = self.joins.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.joins.pop();
+            {
                 let id = self.server.handle_connect(self.now);
+                self.by_id.insert(id, i);
+                let pos = self.active.partition_point(|&x| x < i);
+                self.active.insert(pos, i);
+                for it in &self.nodes[i].spec.items {
+                    self.interest.entry(*it).or_default().push(i);
+                }
+                self.touched.push(i);
                 let n = &mut self.nodes[i];
                 n.id = Some(id);
                 let sels = n.spec.items.iter().map(|i| ItemSel::Id(*i)).collect();
@@ -182,12 +215,17 @@ impl Harness {
             match t {
                 Transmit::Data(d) => self.deliver_data(&d),
                 Transmit::Announce(a) => {
-                    for n in self.nodes.iter_mut().filter(|n| n.id.is_some()) {
-                        n.client.handle_announce(now, &a);
+                    let nodes = &mut self.nodes;
+                    if let Some(list) = self.interest.get_mut(&a.item) {
+                        list.retain(|&i| nodes[i].done_at.is_none());
+                        for &i in list.iter() {
+                            nodes[i].client.handle_announce(now, &a);
+                            self.touched.push(i);
+                        }
                     }
                 }
                 Transmit::Control(c, msg) => {
-                    if let Some(i) = self.nodes.iter().position(|n| n.id == Some(c)) {
+                    if let Some(&i) = self.by_id.get(&c) {
                         let mut b = Vec::new();
                         msg.emit(&mut b);
                         self.schedule(now + self.control_delay, Pending::ToClient(i, b));
@@ -196,7 +234,10 @@ impl Harness {
             }
         }
         while self.server.poll_event().is_some() {}
-        for i in 0..self.nodes.len() {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        let touched = std::mem::take(&mut self.touched);
+        for &i in &touched {
             // Events first: handling one (confirming an item) can queue a
             // message, which the transmit loop below then sends.
             while let Some(e) = self.nodes[i].client.poll_event() {
@@ -207,6 +248,28 @@ impl Harness {
                 m.emit(&mut b);
                 self.schedule(now + self.control_delay, Pending::ToServer(i, b));
             }
+            let t = self.nodes[i].client.poll_timeout();
+            if t != self.nodes[i].timer {
+                self.nodes[i].timer = t;
+                if let Some(t) = t {
+                    self.timers.push(Reverse((t, i)));
+                }
+            }
+        }
+    }
+
+    /// Runs the timers of clients whose deadline has come.
+    fn fire_timers(&mut self) {
+        while let Some(Reverse((t, i))) = self.timers.peek().copied() {
+            if t > self.now {
+                break;
+            }
+            self.timers.pop();
+            if self.nodes[i].timer == Some(t) && self.nodes[i].done_at.is_none() {
+                self.nodes[i].timer = None;
+                self.nodes[i].client.handle_timeout(self.now);
+                self.touched.push(i);
+            }
         }
     }
 
@@ -216,13 +279,20 @@ impl Harness {
         d.emit(&mut b);
         let Ok(p) = DataRepr::parse(&b) else { return };
         let server_lost = self.server_loss.lose();
-        for n in self.nodes.iter_mut().filter(|n| n.id.is_some()) {
+        let nodes = &mut self.nodes;
+        let Some(list) = self.interest.get_mut(&p.item) else {
+            return;
+        };
+        list.retain(|&i| nodes[i].done_at.is_none());
+        for &i in list.iter() {
+            let n = &mut nodes[i];
             n.offered += 1;
             if server_lost || n.loss.lose() {
                 n.lost += 1;
                 continue;
             }
             n.client.handle_data(self.now, &p);
+            self.touched.push(i);
         }
     }
 
@@ -274,6 +344,7 @@ impl Harness {
                 Some(Pending::ToClient(i, b)) => {
                     if let Ok(m) = ServerMsg::parse(&b) {
                         self.nodes[i].client.handle_server_msg(self.now, m);
+                        self.touched.push(i);
                     }
                 }
                 None => {}
@@ -287,23 +358,17 @@ impl Harness {
         loop {
             self.join_due();
             self.deliver_due();
-            for n in &mut self.nodes {
-                n.client.handle_timeout(self.now);
-            }
+            self.fire_timers();
+            // Clients that heard Done have nothing left to do.
+            let nodes = &self.nodes;
+            self.active.retain(|&i| nodes[i].done_at.is_none());
             self.server.handle_timeout(self.now);
             self.drain();
             let next = [
                 self.server.poll_timeout().map(|t| t.max(self.now)),
                 self.queue.peek().map(|r| r.0.0),
-                self.nodes
-                    .iter()
-                    .filter_map(|n| n.client.poll_timeout())
-                    .min(),
-                self.nodes
-                    .iter()
-                    .filter(|n| n.id.is_none())
-                    .map(|n| n.spec.join_at)
-                    .min(),
+                self.timers.peek().map(|r| r.0.0),
+                self.joins.peek().map(|r| r.0.0),
             ]
             .into_iter()
             .flatten()
@@ -313,7 +378,8 @@ impl Harness {
                 Some(t) if t > limit => return false,
                 Some(t) => self.now = t.max(self.now),
             }
-            if self.nodes.iter().all(|n| n.done_at.is_some())
+            if self.active.is_empty()
+                && self.joins.is_empty()
                 && self.queue.is_empty()
                 && !self.nodes.is_empty()
             {
