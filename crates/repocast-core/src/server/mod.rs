@@ -351,9 +351,11 @@ impl Server {
 
     fn finish_current(&mut self) {
         if let Some(t) = self.current.take() {
+            // Adapt first: clients draw their NAK delay from the window the
+            // end announcement carries.
+            self.adapt_nak_window();
             let a = self.announce(&t, AnnounceKind::End);
             self.outbox.push_back(Transmit::Announce(a));
-            self.adapt_nak_window();
         }
     }
 

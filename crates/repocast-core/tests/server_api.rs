@@ -1,0 +1,196 @@
+//! The server state machine driven by hand, without the harness: the NAK
+//! window widens under NAK load, forged or unknown requests are refused and
+//! counted, and accounting mode never asks the block source for bytes.
+
+use repocast_core::fec::CodeKind;
+use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
+use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
+use std::time::Duration;
+
+fn server(scheme: &str) -> Server {
+    let cfg = ServerConfig {
+        scheme: scheme.parse().expect("scheme"),
+        code: CodeKind::RaptorQ,
+        symbol_size: 64,
+        max_block_symbols: 100,
+        packet_interval: Duration::from_millis(1),
+        nak_widen_threshold: 2,
+        payloads: false,
+        ..ServerConfig::default()
+    };
+    let items = (0..3)
+        .map(|i| ItemInfo {
+            name: format!("f{i}"),
+            size: 640,
+            hash: [0; 32],
+            block_hashes: vec![],
+        })
+        .collect();
+    Server::new(cfg, items).expect("server")
+}
+
+/// Drains everything due by `now`, returning announcements and control messages.
+fn drain(
+    s: &mut Server,
+    now: Instant,
+) -> (
+    Vec<repocast_core::wire::AnnounceRepr>,
+    Vec<(ClientId, ServerMsg)>,
+    u32,
+) {
+    let (mut ann, mut ctl, mut data) = (vec![], vec![], 0);
+    while let Some(t) = s.poll_transmit(now, &mut NoPayload) {
+        match t {
+            Transmit::Announce(a) => ann.push(a),
+            Transmit::Control(c, m) => ctl.push((c, m)),
+            Transmit::Data(_) => data += 1,
+        }
+    }
+    (ann, ctl, data)
+}
+
+fn nak(t: u32, item: u32, count: u32) -> ClientMsg {
+    ClientMsg::Nak(NakRepr {
+        transmission: TransmissionId(t),
+        item: ItemId(item),
+        received: 5,
+        expected: 10,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count,
+            missing: vec![],
+        }],
+    })
+}
+
+#[test]
+fn nak_window_widens_under_load_and_is_announced() {
+    let mut s = server("FEC(0)+R(inf)");
+    let clients: Vec<ClientId> = (0..5).map(|_| s.handle_connect(Instant::ZERO)).collect();
+    for &c in &clients {
+        s.handle_client_msg(
+            Instant::ZERO,
+            c,
+            ClientMsg::Request {
+                items: vec![ItemSel::Id(ItemId(0))],
+            },
+        );
+    }
+    // Transmission 1 (10 packets at 1 ms): send it all.
+    let mut now = Instant::ZERO;
+    for _ in 0..20 {
+        drain(&mut s, now);
+        now = now + Duration::from_millis(1);
+    }
+    let base = s.nak_window();
+    assert_eq!(base.1, Duration::from_millis(210));
+    // Five NAKs (threshold 2) answer it; the repair they cause is
+    // transmission 2, and when it ends the window has doubled.
+    for &c in &clients {
+        s.handle_client_msg(now, c, nak(1, 0, 3));
+    }
+    let mut announced = vec![];
+    for _ in 0..20 {
+        let (a, _, _) = drain(&mut s, now);
+        announced.extend(a);
+        now = now + Duration::from_millis(1);
+    }
+    let repair = announced
+        .iter()
+        .find(|a| a.kind == AnnounceKind::Repair)
+        .expect("a repair");
+    assert_eq!(repair.total_packets, 3, "largest NAK, not the sum");
+    assert_eq!(s.nak_window().1, Duration::from_millis(420));
+    let end = announced
+        .iter()
+        .rfind(|a| a.kind == AnnounceKind::End)
+        .expect("end");
+    assert_eq!(end.nak_window_max_us, 420_000);
+    assert_eq!(s.stats().naks, 5);
+}
+
+#[test]
+fn forged_and_unknown_requests_are_refused_and_counted() {
+    let mut s = server("FEC(0)+R(inf)");
+    let c = s.handle_connect(Instant::ZERO);
+    s.handle_client_msg(
+        Instant::ZERO,
+        c,
+        ClientMsg::Request {
+            items: vec![
+                ItemSel::Name("nope".into()),
+                ItemSel::Id(ItemId(99)),
+                ItemSel::Name("f1".into()),
+            ],
+        },
+    );
+    let (_, ctl, _) = drain(&mut s, Instant::ZERO);
+    let failed = ctl
+        .iter()
+        .filter(|(_, m)| matches!(m, ServerMsg::Failed { item: None, .. }))
+        .count();
+    let manifests = ctl
+        .iter()
+        .filter(|(_, m)| matches!(m, ServerMsg::Manifest { .. }))
+        .count();
+    assert_eq!((failed, manifests), (2, 1));
+    // A NAK for an item it did not request, for a block that does not
+    // exist, for a transmission not yet sent, or asking for absurd counts.
+    s.handle_client_msg(Instant::ZERO, c, nak(1, 0, 3));
+    s.handle_client_msg(
+        Instant::ZERO,
+        c,
+        ClientMsg::Nak(NakRepr {
+            transmission: TransmissionId(0),
+            item: ItemId(1),
+            received: 0,
+            expected: 0,
+            needs: vec![BlockNeed {
+                block: BlockId(7),
+                count: 1,
+                missing: vec![],
+            }],
+        }),
+    );
+    s.handle_client_msg(Instant::ZERO, c, nak(999, 1, 1));
+    s.handle_client_msg(Instant::ZERO, c, nak(0, 1, u32::MAX));
+    // A message from a connection the server never opened.
+    s.handle_client_msg(Instant::ZERO, ClientId(77), ClientMsg::ListCatalogue);
+    assert_eq!(s.stats().bad_requests, 2 + 4 + 1);
+    assert_eq!(s.stats().naks, 0);
+}
+
+#[test]
+fn done_and_disconnect_clear_demand() {
+    let mut s = server("FEC(0)+R(0)");
+    let a = s.handle_connect(Instant::ZERO);
+    let b = s.handle_connect(Instant::ZERO);
+    for c in [a, b] {
+        s.handle_client_msg(
+            Instant::ZERO,
+            c,
+            ClientMsg::Request {
+                items: vec![ItemSel::Id(ItemId(2))],
+            },
+        );
+    }
+    assert_eq!(s.queue_len(), 1);
+    s.handle_disconnect(Instant::ZERO, a);
+    assert_eq!(s.client_count(), 1);
+    s.handle_client_msg(
+        Instant::ZERO,
+        b,
+        ClientMsg::ItemDone {
+            item: ItemId(2),
+            transmission: TransmissionId(0),
+            received: 10,
+            expected: 10,
+        },
+    );
+    assert_eq!(s.queue_len(), 0);
+    let (_, ctl, data) = drain(&mut s, Instant::ZERO);
+    assert_eq!(data, 0, "nobody waits: nothing is sent");
+    assert!(ctl.iter().any(|(c, m)| *c == b && *m == ServerMsg::Done));
+    assert_eq!(s.poll_timeout(), None);
+}
