@@ -87,8 +87,8 @@ pub struct Harness {
     queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     /// Clients not yet joined, by join time.
     joins: BinaryHeap<Reverse<(Instant, usize)>>,
-    /// Joined clients that have not yet heard Done, ascending.
-    active: Vec<usize>,
+    /// Joined clients that have not yet heard Done.
+    unfinished: usize,
     by_id: std::collections::HashMap<ClientId, usize>,
     /// Joined, unfinished clients by the items they asked for: data and
     /// announcements of an item go to these only.
@@ -137,7 +137,7 @@ impl Harness {
             control_delay: Duration::from_millis(5),
             queue: BinaryHeap::new(),
             joins: BinaryHeap::new(),
-            active: Vec::new(),
+            unfinished: 0,
             by_id: Default::default(),
             interest: Default::default(),
             timers: BinaryHeap::new(),
@@ -193,8 +193,7 @@ impl Harness {
             {
                 let id = self.server.handle_connect(self.now);
                 self.by_id.insert(id, i);
-                let pos = self.active.partition_point(|&x| x < i);
-                self.active.insert(pos, i);
+                self.unfinished += 1;
                 for it in &self.nodes[i].spec.items {
                     self.interest.entry(*it).or_default().push(i);
                 }
@@ -325,7 +324,12 @@ impl Harness {
             ClientEvent::ItemFailed { name, reason, .. } => {
                 n.failures.push(format!("{name}: {reason}"))
             }
-            ClientEvent::Done => n.done_at = Some(now),
+            ClientEvent::Done => {
+                if n.done_at.is_none() {
+                    self.unfinished -= 1;
+                }
+                n.done_at = Some(now);
+            }
         }
     }
 
@@ -359,9 +363,6 @@ impl Harness {
             self.join_due();
             self.deliver_due();
             self.fire_timers();
-            // Clients that heard Done have nothing left to do.
-            let nodes = &self.nodes;
-            self.active.retain(|&i| nodes[i].done_at.is_none());
             self.server.handle_timeout(self.now);
             self.drain();
             let next = [
@@ -378,7 +379,7 @@ impl Harness {
                 Some(t) if t > limit => return false,
                 Some(t) => self.now = t.max(self.now),
             }
-            if self.active.is_empty()
+            if self.unfinished == 0
                 && self.joins.is_empty()
                 && self.queue.is_empty()
                 && !self.nodes.is_empty()
