@@ -65,11 +65,22 @@ fn ids(v: &[u32]) -> Vec<ItemId> {
 /// Four clients, 0-50% loss (one bursty), overlapping requests; all must end
 /// complete with every item byte-identical.
 fn run_all_complete(scheme: &str, code: CodeKind, payloads: bool) -> Harness {
+    run_all_complete_with(scheme, code, payloads, None)
+}
+
+fn run_all_complete_with(
+    scheme: &str,
+    code: CodeKind,
+    payloads: bool,
+    announce_loss: Option<f64>,
+) -> Harness {
     let seed = seed();
     let data = items(seed);
     let mut cfg = config(scheme, code, seed);
     cfg.payloads = payloads;
     let mut h = Harness::new(cfg, data.clone(), LossSpec::NONE).expect("harness");
+    h.announce_loss =
+        announce_loss.map(|p| repocast_core::loss::LossModel::new(LossSpec::Bernoulli { p }, seed));
     let plan = [
         (vec![0, 1, 4, 5], LossSpec::NONE),
         (vec![1, 2, 3, 5, 6], LossSpec::Bernoulli { p: 0.1 }),
@@ -83,9 +94,17 @@ fn run_all_complete(scheme: &str, code: CodeKind, payloads: bool) -> Harness {
             join_at: Instant::from_millis(i as u64 * 3),
         });
     }
+    let idle = h.run(Instant::from_millis(3_600_000));
     assert!(
-        h.run(Instant::from_millis(3_600_000)),
-        "{scheme} {code:?} seed {seed}: did not go idle"
+        idle,
+        "{scheme} {code:?} seed {seed}: did not go idle: now {:?} server timeout {:?} {:?} clients {:?}",
+        h.now,
+        h.server.poll_timeout(),
+        h.server.stats(),
+        h.reports()
+            .iter()
+            .map(|r| (r.completed, r.stats))
+            .collect::<Vec<_>>()
     );
     for (i, rep) in h.reports().iter().enumerate() {
         let want = &plan[i].0;
@@ -187,6 +206,19 @@ fn every_code_delivers_under_repair_and_rescheduling() {
 }
 
 #[test]
+fn lost_announcements_are_survived_by_joining_on_data_and_timing_out() {
+    for scheme in [
+        "FEC(0)+R(inf)",
+        "FEC(0.05R)+R(0)",
+        "FEC(0.1)+R(3)+notify",
+        "ARM",
+    ] {
+        run_all_complete_with(scheme, CodeKind::RaptorQ, true, Some(0.3));
+        run_all_complete_with(scheme, CodeKind::Exact, false, Some(0.3));
+    }
+}
+
+#[test]
 fn accounting_mode_runs_the_same_protocol_without_bytes() {
     for code in CodeKind::ALL {
         let h = run_all_complete("FEC(0.05R)+R(0)", code, false);
@@ -205,11 +237,9 @@ fn metrics_count_packets_naks_and_delays() {
     // The lossless client sent no NAK and heard no loss; the 50% one did.
     assert_eq!(reps[0].stats.naks, 0);
     assert!(reps[3].stats.naks > 0);
-    assert!(
-        (reps[3].measured_loss - 0.5).abs() < 0.1,
-        "{}",
-        reps[3].measured_loss
-    );
+    // It hears only the few dozen packets of its 3 items: a wide band.
+    let m = reps[3].measured_loss;
+    assert!(m > 0.25 && m < 0.75, "{m}");
     let r0 = h.reports()[0].delay.expect("done");
     assert!(r0 > Duration::ZERO);
 }

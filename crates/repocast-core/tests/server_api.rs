@@ -194,3 +194,44 @@ fn done_and_disconnect_clear_demand() {
     assert!(ctl.iter().any(|(c, m)| *c == b && *m == ServerMsg::Done));
     assert_eq!(s.poll_timeout(), None);
 }
+
+#[test]
+fn a_receiver_that_never_reports_gets_the_item_rescheduled() {
+    let mut s = server("FEC(0)+R(inf)");
+    let a = s.handle_connect(Instant::ZERO);
+    s.handle_client_msg(
+        Instant::ZERO,
+        a,
+        ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(1))],
+        },
+    );
+    let mut now = Instant::ZERO;
+    for _ in 0..20 {
+        drain(&mut s, now);
+        s.handle_timeout(now);
+        now = now + Duration::from_millis(1);
+    }
+    // Sent, and nobody waits: until the report deadline passes.
+    assert_eq!(s.queue_len(), 0);
+    let due = s.poll_timeout().expect("a report deadline");
+    assert!(
+        due > now && due <= now + Duration::from_millis(2_300),
+        "{due:?}"
+    );
+    s.handle_timeout(due);
+    assert_eq!(s.stats().report_timeouts, 1);
+    assert_eq!(s.queue_len(), 1, "rescheduled for the silent receiver");
+    // A late report for the old transmission is still taken.
+    s.handle_client_msg(
+        due,
+        a,
+        ClientMsg::ItemDone {
+            item: ItemId(1),
+            transmission: TransmissionId(1),
+            received: 10,
+            expected: 10,
+        },
+    );
+    assert_eq!(s.queue_len(), 0);
+}

@@ -30,6 +30,8 @@ pub struct Listening {
     pub first_seq: Option<u32>,
     pub last_seq: u32,
     pub received: u32,
+    /// When the last packet of it arrived.
+    pub last_heard: Instant,
     pub deadline: Instant,
     pub ended: bool,
 }

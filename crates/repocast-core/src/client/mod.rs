@@ -401,6 +401,7 @@ impl Client {
             first_seq: None,
             last_seq: 0,
             received: 0,
+            last_heard: now,
             deadline: now + Duration::from_micros(a.duration_us) + grace,
             ended: false,
         });
@@ -434,12 +435,22 @@ impl Client {
         self.deadline.set(None);
         let ids: Vec<ItemId> = self.items.keys().copied().collect();
         for id in ids {
-            let overdue = self.items[&id]
+            let grace = self.cfg.end_grace;
+            let Some(it) = self.items.get_mut(&id) else {
+                continue;
+            };
+            if let Some(l) = it
                 .listening
-                .as_ref()
-                .is_some_and(|l| !l.ended && l.deadline <= now);
-            if overdue {
-                self.end_listening(now, id);
+                .as_mut()
+                .filter(|l| !l.ended && l.deadline <= now)
+            {
+                if l.last_heard + grace > now {
+                    // Still hearing it (the server runs slower than it
+                    // announced, or the announcement was lost): wait on.
+                    l.deadline = l.last_heard + grace;
+                } else {
+                    self.end_listening(now, id);
+                }
             }
             let Some(it) = self.items.get_mut(&id) else {
                 continue;
@@ -467,8 +478,8 @@ impl Client {
     }
 
     /// A data packet. Returns true if it was useful.
-    pub fn handle_data(&mut self, _now: Instant, p: &DataRepr) -> bool {
-        let useful = self.data(p);
+    pub fn handle_data(&mut self, now: Instant, p: &DataRepr) -> bool {
+        let useful = self.data(now, p);
         if let Some(probe) = p.probe {
             self.on_probe(p, probe);
         }
@@ -480,7 +491,7 @@ impl Client {
         useful
     }
 
-    fn data(&mut self, p: &DataRepr) -> bool {
+    fn data(&mut self, now: Instant, p: &DataRepr) -> bool {
         if self.session.is_some_and(|s| s != p.session) {
             return false;
         }
@@ -502,10 +513,32 @@ impl Client {
         if it.phase != ItemPhase::Receiving {
             return false;
         }
+        // A newer transmission of a wanted item whose announcement we did not
+        // hear (announcements travel on lossy multicast too): join it.
+        let newer = it.listening.as_ref().is_none_or(|l| l.id < p.transmission);
+        if newer && p.transmission >= it.listen_from {
+            let a = AnnounceRepr {
+                session: p.session,
+                transmission: p.transmission,
+                item: p.item,
+                kind: AnnounceKind::First,
+                first_block: 0,
+                block_count: 0,
+                total_packets: 0,
+                duration_us: 0,
+                nak_window_min_us: 0,
+                nak_window_max_us: 0,
+            };
+            self.listen(now, &a);
+        }
+        let Some(it) = self.items.get_mut(&p.item) else {
+            return false;
+        };
         let Some(l) = it.listening.as_mut().filter(|l| l.id == p.transmission) else {
             return false;
         };
         l.received += 1;
+        l.last_heard = now;
         l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
         l.last_seq = l.last_seq.max(p.seq);
         let b = p.block.0;

@@ -84,6 +84,9 @@ pub struct Harness {
     server_loss: LossModel,
     /// One-way delay of the request connection.
     pub control_delay: Duration,
+    /// Loss of announcements, drawn per client (the real announcement
+    /// channel is multicast too); none unless set.
+    pub announce_loss: Option<LossModel>,
     queue: BinaryHeap<Reverse<(Instant, u64, usize)>>,
     /// Clients not yet joined, by join time.
     joins: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -135,6 +138,7 @@ impl Harness {
             nodes: Vec::new(),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             control_delay: Duration::from_millis(5),
+            announce_loss: None,
             queue: BinaryHeap::new(),
             joins: BinaryHeap::new(),
             unfinished: 0,
@@ -218,6 +222,9 @@ impl Harness {
                     if let Some(list) = self.interest.get_mut(&a.item) {
                         list.retain(|&i| nodes[i].done_at.is_none());
                         for &i in list.iter() {
+                            if self.announce_loss.as_mut().is_some_and(|l| l.lose()) {
+                                continue;
+                            }
                             nodes[i].client.handle_announce(now, &a);
                             self.touched.push(i);
                         }

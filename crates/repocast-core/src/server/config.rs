@@ -36,6 +36,9 @@ pub struct ServerConfig {
     pub payloads: bool,
     /// Seed for every random choice the server makes.
     pub seed: u64,
+    /// How long past a transmission's end plus the NAK window the server
+    /// waits for a receiver's report before rescheduling the item for it.
+    pub report_timeout: Duration,
     /// ARM sender parameters (used with the `ARM` scheme).
     pub arm: crate::policy::arm::ArmParams,
     /// ARM's round-trip estimate before the first probe echo.
@@ -58,6 +61,7 @@ impl Default for ServerConfig {
             nak_window_cap: Duration::from_secs(5),
             payloads: true,
             seed: 1,
+            report_timeout: Duration::from_secs(2),
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),
         }
@@ -155,6 +159,8 @@ pub struct ServerStats {
     pub items_done: u64,
     /// Control messages that made no sense (unknown item, wrong state).
     pub bad_requests: u64,
+    /// Reports that never came (items rescheduled for silent receivers).
+    pub report_timeouts: u64,
 }
 
 /// What the server knows about one client.

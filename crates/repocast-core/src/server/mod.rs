@@ -93,6 +93,11 @@ pub struct Server {
     nak_window_max: Duration,
     naks_this_round: u32,
     stats: ServerStats,
+    /// Reports owed: (client, item) -> the transmission they answer.
+    awaiting: HashMap<(ClientId, ItemId), TransmissionId>,
+    report_deadlines: std::collections::BinaryHeap<
+        std::cmp::Reverse<(Instant, ClientId, ItemId, TransmissionId)>,
+    >,
 }
 
 impl Server {
@@ -164,6 +169,8 @@ impl Server {
             next_send: Instant::ZERO,
             naks_this_round: 0,
             stats: ServerStats::default(),
+            awaiting: HashMap::new(),
+            report_deadlines: Default::default(),
             cfg,
         })
     }
@@ -310,17 +317,17 @@ impl Server {
                     self.stats.repair_packets += 1;
                 }
                 if cur.finished() {
-                    self.finish_current();
+                    self.finish_current(now);
                 }
                 Some(Transmit::Data(pkt))
             }
             Ok(None) => {
-                self.finish_current();
+                self.finish_current(now);
                 self.outbox.pop_front()
             }
             Err(e) => {
                 let item = cur.item;
-                self.finish_current();
+                self.finish_current(now);
                 self.fail_item(item, e.0);
                 self.outbox.pop_front()
             }
@@ -337,7 +344,11 @@ impl Server {
             || !self.repairs.is_empty()
             || self.demand.active().next().is_some()
             || self.cfg.scheduler.is_push();
-        busy.then_some(self.next_send)
+        let report = self.report_deadlines.peek().map(|r| r.0.0);
+        [busy.then_some(self.next_send), report]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next event, if any.
@@ -345,12 +356,44 @@ impl Server {
         self.events.pop_front()
     }
 
-    /// Timers: only pacing today, which `poll_transmit` handles; an early
+    /// Timers: pacing (handled by `poll_transmit`) and report deadlines. A
+    /// receiver that has sent neither a NAK nor item-done for a transmission
+    /// by its deadline (it may have missed the transmission altogether: the
+    /// announcements are multicast too) gets the item rescheduled. An early
     /// or repeated call is a harmless no-op.
-    pub fn handle_timeout(&mut self, _now: Instant) {}
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(std::cmp::Reverse((due, c, item, tid))) =
+            self.report_deadlines.peek().copied()
+        {
+            if due > now {
+                break;
+            }
+            self.report_deadlines.pop();
+            if self.awaiting.get(&(c, item)) != Some(&tid) {
+                continue;
+            }
+            self.awaiting.remove(&(c, item));
+            if self.items[item.0 as usize].in_flight.remove(&c) {
+                self.stats.report_timeouts += 1;
+                self.demand.add_wait(c, item, now);
+            }
+        }
+    }
 
-    fn finish_current(&mut self) {
+    fn finish_current(&mut self, now: Instant) {
         if let Some(t) = self.current.take() {
+            // ARM allocates ids as it goes: the next transmission of the item
+            // starts after the last round sent, so no id is ever repeated.
+            if let Some(arm) = &t.arm {
+                self.items[t.item.0 as usize].next_esi = arm.next_bases(t.sent());
+            }
+            // Every receiver still in flight owes a report for this item.
+            let due = now + self.nak_window_max + self.cfg.report_timeout;
+            for &c in &self.items[t.item.0 as usize].in_flight {
+                self.awaiting.insert((c, t.item), t.id);
+                self.report_deadlines
+                    .push(std::cmp::Reverse((due, c, t.item, t.id)));
+            }
             // Adapt first: clients draw their NAK delay from the window the
             // end announcement carries.
             self.adapt_nak_window();
@@ -453,23 +496,7 @@ impl Server {
         }
         let mut plan = Vec::with_capacity(blocks as usize);
         for b in 0..blocks {
-            let k = self.items[item.0 as usize].layout.block_symbols(b);
-            // The most any listener still needs of this block: k for a
-            // newcomer, its last NAK's count for one that holds symbols.
-            let need = if listeners.is_empty() {
-                k
-            } else {
-                listeners
-                    .iter()
-                    .map(|c| {
-                        self.clients
-                            .get(c)
-                            .and_then(|s| s.needs.get(&item))
-                            .map_or(k, |n| n.get(&b).copied().unwrap_or(0))
-                    })
-                    .max()
-                    .unwrap_or(k)
-            };
+            let need = self.block_need(item, b, &listeners);
             if need == 0 {
                 continue;
             }
@@ -494,6 +521,22 @@ impl Server {
         self.begin(now, item, kind, plan);
     }
 
+    /// The most any of `listeners` still needs of block `b`: k for a
+    /// newcomer, its last NAK's count for one that holds symbols.
+    fn block_need(&self, item: ItemId, b: u32, listeners: &[ClientId]) -> u32 {
+        let k = self.items[item.0 as usize].layout.block_symbols(b);
+        listeners
+            .iter()
+            .map(|c| {
+                self.clients
+                    .get(c)
+                    .and_then(|s| s.needs.get(&item))
+                    .map_or(k, |n| n.get(&b).copied().unwrap_or(0))
+            })
+            .max()
+            .unwrap_or(k)
+    }
+
     /// Starts an ARM transmission of `item`: K' = the item's rounds of
     /// interleaved symbols up front, grown by the receivers' ARM NAKs.
     fn begin_arm(&mut self, now: Instant, item: ItemId, listeners: &[ClientId]) {
@@ -503,7 +546,12 @@ impl Server {
         let spaces: Vec<u32> = (0..blocks)
             .map(|b| self.cfg.code.symbol_space(layout.block_symbols(b)))
             .collect();
-        let maxseq = blocks * layout.block_symbols(0);
+        // Rounds: what the neediest receiver lacks of its neediest block.
+        let rounds = (0..blocks)
+            .map(|b| self.block_need(item, b, listeners))
+            .max()
+            .unwrap_or(0);
+        let maxseq = blocks * rounds;
         let arm = transmission::ArmTx::new(
             bases,
             spaces,

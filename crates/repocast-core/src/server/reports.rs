@@ -201,6 +201,7 @@ impl Server {
         }
         self.stats.naks += 1;
         self.naks_this_round += 1;
+        self.awaiting.remove(&(client, item));
         self.account(client, nak.received, nak.expected);
         let in_flight = self.items[item.0 as usize].in_flight.contains(&client);
         if let Some(c) = self.clients.get_mut(&client) {
@@ -271,6 +272,7 @@ impl Server {
         }
         self.account(client, received, expected);
         self.stats.items_done += 1;
+        self.awaiting.remove(&(client, item));
         self.items[item.0 as usize].in_flight.remove(&client);
         self.demand.remove_wait(client, item);
         // Receivers leave ARM transmissions as soon as they decode; when the

@@ -122,6 +122,19 @@ impl ArmTx {
         }
     }
 
+    /// Each block's next fresh symbol id after `sent` packets (round r of
+    /// block b is packet r x blocks + b).
+    pub fn next_bases(&self, sent: u32) -> Vec<u32> {
+        let g = self.bases.len() as u32;
+        (0..g)
+            .map(|b| {
+                let rounds = (sent + g - 1 - b) / g;
+                let space = self.spaces[b as usize].max(1) as u64;
+                ((self.bases[b as usize] as u64 + rounds as u64) % space) as u32
+            })
+            .collect()
+    }
+
     /// Ends the transmission at `seq` (every receiver has decoded).
     pub fn stop(&mut self, seq: u32) {
         self.maxseq = seq;
