@@ -162,12 +162,37 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
     ]
 }
 
+/// A socket address as the wire carries it: IPv6 without scope or flow
+/// (the interface is the receiver's own choice).
+fn addr() -> impl Strategy<Value = std::net::SocketAddr> {
+    any::<std::net::SocketAddr>().prop_map(|a| match a {
+        std::net::SocketAddr::V6(x) => std::net::SocketAddrV6::new(*x.ip(), x.port(), 0, 0).into(),
+        v4 => v4,
+    })
+}
+
 fn server_msg() -> impl Strategy<Value = ServerMsg> {
     prop_oneof![
-        (any::<u32>(), any::<u32>()).prop_map(|(s, n)| ServerMsg::Welcome {
-            session: SessionId(s),
-            items: n
-        }),
+        (
+            any::<u32>(),
+            any::<u32>(),
+            proptest::option::of(addr()),
+            proptest::option::of(addr()),
+            proptest::option::of(any::<std::net::IpAddr>()),
+            any::<u64>()
+        )
+            .prop_map(
+                |(s, n, data, announce, source, rate_bps)| ServerMsg::Welcome {
+                    session: SessionId(s),
+                    items: n,
+                    channels: repocast_core::wire::control::Channels {
+                        data,
+                        announce,
+                        source,
+                        rate_bps
+                    },
+                }
+            ),
         (
             proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5),
             any::<bool>()

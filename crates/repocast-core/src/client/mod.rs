@@ -48,6 +48,8 @@ impl Default for ClientConfig {
 /// What the client tells its driver.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientEvent {
+    /// The server's welcome: where its multicast channels are.
+    Welcome(crate::wire::control::Channels),
     /// The manifest of a requested item arrived.
     Manifest(crate::wire::ManifestEntry),
     /// A block decoded and matched its hash: write `data` at `offset`.
@@ -250,7 +252,12 @@ impl Client {
     /// A control message from the server.
     pub fn handle_server_msg(&mut self, now: Instant, msg: ServerMsg) {
         match msg {
-            ServerMsg::Welcome { session, .. } => self.session = Some(session),
+            ServerMsg::Welcome {
+                session, channels, ..
+            } => {
+                self.session = Some(session);
+                self.events.push_back(ClientEvent::Welcome(channels));
+            }
             ServerMsg::Catalogue { .. } | ServerMsg::Progress { .. } => {}
             ServerMsg::Manifest {
                 entry,

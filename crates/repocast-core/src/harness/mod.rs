@@ -328,6 +328,7 @@ impl Harness {
                 n.client.confirm_item(now, item, ok);
             }
             ClientEvent::ItemComplete(_) => n.completed += 1,
+            ClientEvent::Welcome(_) => {}
             ClientEvent::ItemFailed { name, reason, .. } => {
                 n.failures.push(format!("{name}: {reason}"))
             }

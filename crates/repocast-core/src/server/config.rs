@@ -43,6 +43,9 @@ pub struct ServerConfig {
     pub arm: crate::policy::arm::ArmParams,
     /// ARM's round-trip estimate before the first probe echo.
     pub arm_initial_rtt: Duration,
+    /// Where the driver sends data and announcements (told to clients in
+    /// `Welcome`; the core does not use it otherwise).
+    pub channels: crate::wire::control::Channels,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +67,7 @@ impl Default for ServerConfig {
             report_timeout: Duration::from_secs(2),
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),
+            channels: Default::default(),
         }
     }
 }

@@ -23,6 +23,7 @@ impl Server {
                     ServerMsg::Welcome {
                         session: self.cfg.session,
                         items,
+                        channels: self.cfg.channels,
                     },
                 );
             }

@@ -12,6 +12,7 @@ use super::manifest::{MAX_NAME_LEN, ManifestEntry};
 use super::nak::NakRepr;
 use super::{WireError, kind};
 use crate::{ItemId, SessionId, TransmissionId};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// Most items one request may name.
 pub const MAX_REQUEST_ITEMS: u32 = 1 << 20;
@@ -73,8 +74,14 @@ pub enum ClientMsg {
 /// Server to client.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerMsg {
-    /// Answer to hello.
-    Welcome { session: SessionId, items: u32 },
+    /// Answer to hello: the session, the catalogue size, and where the
+    /// data and announcement channels are (so a client needs only the
+    /// server's address) with the sending rate.
+    Welcome {
+        session: SessionId,
+        items: u32,
+        channels: Channels,
+    },
     /// A page of the catalogue; `more` says whether pages follow.
     Catalogue {
         entries: Vec<CatalogueEntry>,
@@ -209,6 +216,12 @@ impl ServerMsg {
             kind::WELCOME => ServerMsg::Welcome {
                 session: SessionId(r.u32()?),
                 items: r.u32()?,
+                channels: Channels {
+                    data: parse_addr(&mut r)?,
+                    announce: parse_addr(&mut r)?,
+                    source: parse_addr(&mut r)?.map(|a| a.ip()),
+                    rate_bps: r.u64()?,
+                },
             },
             kind::CATALOGUE => {
                 let n = r.count("catalogue entries", MAX_CATALOGUE_ENTRIES, 14)?;
@@ -259,10 +272,17 @@ impl ServerMsg {
     /// Appends the message's bytes (without the frame length) to `buf`.
     pub fn emit(&self, buf: &mut Vec<u8>) {
         match self {
-            ServerMsg::Welcome { session, items } => {
-                Writer::with_header(buf, kind::WELCOME)
-                    .u32(session.0)
-                    .u32(*items);
+            ServerMsg::Welcome {
+                session,
+                items,
+                channels,
+            } => {
+                let mut w = Writer::with_header(buf, kind::WELCOME);
+                w.u32(session.0).u32(*items);
+                emit_addr(&mut w, channels.data);
+                emit_addr(&mut w, channels.announce);
+                emit_addr(&mut w, channels.source.map(|ip| SocketAddr::new(ip, 0)));
+                w.u64(channels.rate_bps);
             }
             ServerMsg::Catalogue { entries, more } => {
                 let mut w = Writer::with_header(buf, kind::CATALOGUE);
@@ -300,6 +320,55 @@ impl ServerMsg {
             ServerMsg::Done => {
                 Writer::with_header(buf, kind::DONE);
             }
+        }
+    }
+}
+
+/// Where a session's multicast channels are (carried in `Welcome`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Channels {
+    /// Data channel group and port.
+    pub data: Option<SocketAddr>,
+    /// Announcement channel group and port.
+    pub announce: Option<SocketAddr>,
+    /// The sender's address, for a source-specific join.
+    pub source: Option<IpAddr>,
+    /// The data rate cap, bits per second (0: unknown).
+    pub rate_bps: u64,
+}
+
+fn parse_addr(r: &mut Reader<'_>) -> Result<Option<SocketAddr>, WireError> {
+    Ok(match r.u8()? {
+        0 => None,
+        4 => {
+            let b = r.bytes(4)?;
+            let ip = Ipv4Addr::new(b[0], b[1], b[2], b[3]);
+            Some(SocketAddr::new(IpAddr::V4(ip), r.u16()?))
+        }
+        6 => {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(r.bytes(16)?);
+            Some(SocketAddr::new(IpAddr::V6(Ipv6Addr::from(a)), r.u16()?))
+        }
+        v => {
+            return Err(WireError::OutOfRange {
+                field: "address family",
+                value: v as u64,
+            });
+        }
+    })
+}
+
+fn emit_addr(w: &mut Writer<'_>, a: Option<SocketAddr>) {
+    match a {
+        None => {
+            w.u8(0);
+        }
+        Some(SocketAddr::V4(a)) => {
+            w.u8(4).bytes(&a.ip().octets()).u16(a.port());
+        }
+        Some(SocketAddr::V6(a)) => {
+            w.u8(6).bytes(&a.ip().octets()).u16(a.port());
         }
     }
 }
