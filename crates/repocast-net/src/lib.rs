@@ -1,12 +1,26 @@
-//! # repocast-net: tokio driver for real UDP multicast and TCP (stub)
+//! # repocast-net: the protocol core on real sockets
 //!
-//! Will pump `repocast-core`'s server and client state machines with real
-//! sockets: multicast data and announcement channels, the TCP request
-//! connection (length-prefixed frames from `repocast_core::wire::frame`),
-//! rate pacing and loss emulation (`repocast_core::loss`). No protocol
-//! logic lives here.
+//! A tokio driver around `repocast-core`'s state machines: UDP multicast for
+//! the data and announcement channels ([`socket`]), TCP with length-prefixed
+//! frames for the request connection, files on disk on both sides
+//! ([`repo`] serves blocks straight from the repository, [`store`] writes
+//! verified blocks to temporary files with a resume journal). [`server`]
+//! and [`client`] are the two pumps; they contain no protocol logic: every
+//! decision is the core's. Pacing is the core's token bucket; this crate
+//! only sleeps until the core's next deadline.
 
-/// Placeholder; the networking issue replaces it.
-pub fn not_built_yet() -> &'static str {
-    "the network layer is not built yet"
+pub mod addr;
+pub mod client;
+pub mod error;
+pub mod metrics;
+pub mod repo;
+pub mod server;
+pub mod socket;
+pub mod store;
+
+pub use error::NetError;
+
+/// Microseconds since `start`, as the core's [`repocast_core::Instant`].
+pub(crate) fn core_now(start: std::time::Instant) -> repocast_core::Instant {
+    repocast_core::Instant::from_micros(start.elapsed().as_micros() as u64)
 }

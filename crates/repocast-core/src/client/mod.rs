@@ -221,6 +221,32 @@ impl Client {
         }
     }
 
+    /// The driver gives up on `item` (its name is unsafe, its file cannot
+    /// be written): it fails with `reason` and is no longer received.
+    pub fn abandon(&mut self, item: ItemId, reason: String) {
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        if matches!(it.phase, ItemPhase::Complete | ItemPhase::Failed) {
+            return;
+        }
+        it.phase = ItemPhase::Failed;
+        it.listening = None;
+        it.report_due = None;
+        it.decoders.clear();
+        self.deadline.set(None);
+        let name = it
+            .manifest
+            .as_ref()
+            .map(|m| m.name.clone())
+            .unwrap_or_default();
+        self.events.push_back(ClientEvent::ItemFailed {
+            item: Some(item),
+            name,
+            reason,
+        });
+    }
+
     /// The driver's verdict on an assembled item's whole hash.
     pub fn confirm_item(&mut self, _now: Instant, item: ItemId, verified: bool) {
         let Some(it) = self

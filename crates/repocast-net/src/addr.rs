@@ -1,0 +1,102 @@
+//! Defaults and parsing: ports, groups, rates, server addresses.
+//!
+//! Defaults work on a LAN out of the box: administratively scoped IPv4
+//! groups in 239.255.0.0/16, TTL 1.
+//!
+//! | what | default |
+//! |---|---|
+//! | request connection (TCP) | port 4700 |
+//! | data channel | 239.255.47.1 port 4701 (IPv6: ff15::4701) |
+//! | announcement channel | 239.255.47.2 port 4702 (IPv6: ff15::4702) |
+//! | metrics and status (HTTP) | port 4703 |
+
+use crate::NetError;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs};
+
+/// TCP port of the request connection.
+pub const REQUEST_PORT: u16 = 4700;
+/// UDP port of the data channel.
+pub const DATA_PORT: u16 = 4701;
+/// UDP port of the announcement channel.
+pub const ANNOUNCE_PORT: u16 = 4702;
+/// HTTP port of `/metrics` and `/status`.
+pub const METRICS_PORT: u16 = 4703;
+/// Default IPv4 data group.
+pub const DATA_GROUP_V4: Ipv4Addr = Ipv4Addr::new(239, 255, 47, 1);
+/// Default IPv4 announcement group.
+pub const ANNOUNCE_GROUP_V4: Ipv4Addr = Ipv4Addr::new(239, 255, 47, 2);
+/// Default IPv6 data group (site-local scope).
+pub const DATA_GROUP_V6: Ipv6Addr = Ipv6Addr::new(0xff15, 0, 0, 0, 0, 0, 0, 0x4701);
+/// Default IPv6 announcement group.
+pub const ANNOUNCE_GROUP_V6: Ipv6Addr = Ipv6Addr::new(0xff15, 0, 0, 0, 0, 0, 0, 0x4702);
+
+/// Parses a rate in bits per second: `100M`, `1G`, `250k`, `1.5G`, `80000`.
+pub fn parse_rate(s: &str) -> Result<u64, NetError> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&s[..i], 1e6),
+        Some((i, 'g' | 'G')) => (&s[..i], 1e9),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| NetError::Config(format!("bad rate {s:?} (try 100M, 1G, 250k)")))?;
+    let bps = v * mult;
+    if !(bps.is_finite() && (1e3..=1e12).contains(&bps)) {
+        return Err(NetError::Config(format!(
+            "rate {s:?} out of range (1k..1T bit/s)"
+        )));
+    }
+    Ok(bps as u64)
+}
+
+/// Resolves `HOST[:PORT]` (default port [`REQUEST_PORT`]); IPv6 literals in
+/// brackets.
+pub fn resolve_server(s: &str) -> Result<SocketAddr, NetError> {
+    let with_port = if s.parse::<SocketAddr>().is_ok() {
+        s.to_owned()
+    } else if s.parse::<IpAddr>().is_ok_and(|ip| ip.is_ipv6()) {
+        format!("[{s}]:{REQUEST_PORT}")
+    } else if s
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        s.to_owned()
+    } else {
+        format!("{s}:{REQUEST_PORT}")
+    };
+    with_port
+        .to_socket_addrs()
+        .map_err(|e| NetError::Config(format!("cannot resolve {s:?}: {e}")))?
+        .next()
+        .ok_or_else(|| NetError::Config(format!("{s:?} resolves to nothing")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_and_addresses_parse() {
+        assert_eq!(parse_rate("100M").ok(), Some(100_000_000));
+        assert_eq!(parse_rate("1.5G").ok(), Some(1_500_000_000));
+        assert_eq!(parse_rate("250k").ok(), Some(250_000));
+        assert!(parse_rate("fast").is_err());
+        assert!(parse_rate("0").is_err());
+        assert_eq!(
+            resolve_server("127.0.0.1").ok(),
+            "127.0.0.1:4700".parse().ok()
+        );
+        assert_eq!(
+            resolve_server("127.0.0.1:9").ok(),
+            "127.0.0.1:9".parse().ok()
+        );
+        assert_eq!(resolve_server("::1").ok(), "[::1]:4700".parse().ok());
+        assert_eq!(
+            resolve_server("localhost:5").map(|a| a.port()).ok(),
+            Some(5)
+        );
+    }
+}

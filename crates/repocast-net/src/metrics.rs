@@ -1,0 +1,215 @@
+//! `/metrics` (Prometheus text) and `/status` (JSON) on a small HTTP port,
+//! readable while the server runs. The server loop publishes a [`Snapshot`]
+//! after each batch of work; this module only formats and serves it.
+
+use repocast_core::server::{ClientSummary, ServerStats};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// What the server publishes.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// The core's counters.
+    pub stats: ServerStats,
+    /// Connected clients with what the server knows of each.
+    pub clients: Vec<(u32, ClientSummary)>,
+    /// Items waiting for a scheduled send.
+    pub queue: usize,
+    /// Items in the repository.
+    pub items: usize,
+    /// Datagrams or frames dropped as malformed or foreign.
+    pub malformed: u64,
+    /// Scheme in the one notation.
+    pub scheme: String,
+    /// Seconds since start.
+    pub uptime_s: f64,
+}
+
+/// Shared handle the server writes and the HTTP task reads.
+pub type Shared = Arc<Mutex<Snapshot>>;
+
+fn counter(out: &mut String, name: &str, help: &str, v: u64) {
+    let _ = writeln!(
+        out,
+        "# HELP repocast_{name} {help}\n# TYPE repocast_{name} counter\nrepocast_{name} {v}"
+    );
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, v: f64) {
+    let _ = writeln!(
+        out,
+        "# HELP repocast_{name} {help}\n# TYPE repocast_{name} gauge\nrepocast_{name} {v}"
+    );
+}
+
+/// Prometheus text exposition of `s`.
+pub fn prometheus(s: &Snapshot) -> String {
+    let mut o = String::new();
+    let t = &s.stats;
+    counter(
+        &mut o,
+        "transmissions_total",
+        "Transmissions started.",
+        t.transmissions,
+    );
+    counter(
+        &mut o,
+        "items_sent_total",
+        "Scheduled sends of an item (not repairs).",
+        t.transmissions - t.repair_transmissions,
+    );
+    counter(
+        &mut o,
+        "repair_transmissions_total",
+        "Repair transmissions.",
+        t.repair_transmissions,
+    );
+    counter(
+        &mut o,
+        "symbols_sent_total",
+        "Data packets (symbols) sent.",
+        t.data_packets,
+    );
+    counter(
+        &mut o,
+        "repair_symbols_sent_total",
+        "Symbols sent in repairs.",
+        t.repair_packets,
+    );
+    counter(&mut o, "naks_total", "NAKs received.", t.naks);
+    counter(
+        &mut o,
+        "rescheduled_total",
+        "NAKs answered by rescheduling.",
+        t.rescheduled,
+    );
+    counter(
+        &mut o,
+        "items_done_total",
+        "Items reported complete by clients.",
+        t.items_done,
+    );
+    counter(
+        &mut o,
+        "report_timeouts_total",
+        "Reports that never came.",
+        t.report_timeouts,
+    );
+    counter(
+        &mut o,
+        "bad_requests_total",
+        "Control messages refused.",
+        t.bad_requests,
+    );
+    counter(
+        &mut o,
+        "malformed_total",
+        "Malformed or foreign messages dropped.",
+        s.malformed,
+    );
+    gauge(
+        &mut o,
+        "clients",
+        "Connected clients.",
+        s.clients.len() as f64,
+    );
+    gauge(
+        &mut o,
+        "queue",
+        "Items waiting for a scheduled send.",
+        s.queue as f64,
+    );
+    gauge(&mut o, "items", "Items in the repository.", s.items as f64);
+    let _ = writeln!(
+        o,
+        "# HELP repocast_client_loss Estimated loss rate per client.\n# TYPE repocast_client_loss gauge"
+    );
+    for (id, c) in &s.clients {
+        let _ = writeln!(o, "repocast_client_loss{{client=\"{id}\"}} {:.4}", c.loss);
+    }
+    let _ = writeln!(
+        o,
+        "# HELP repocast_client_items_done Items each client has completed.\n# TYPE repocast_client_items_done gauge"
+    );
+    for (id, c) in &s.clients {
+        let _ = writeln!(
+            o,
+            "repocast_client_items_done{{client=\"{id}\"}} {}",
+            c.done
+        );
+    }
+    o
+}
+
+/// JSON status of `s`.
+pub fn json(s: &Snapshot) -> String {
+    let t = &s.stats;
+    let clients: Vec<String> = s
+        .clients
+        .iter()
+        .map(|(id, c)| {
+            format!(
+                "{{\"id\":{id},\"requested\":{},\"done\":{},\"loss\":{:.4},\"naks\":{}}}",
+                c.requested, c.done, c.loss, c.naks
+            )
+        })
+        .collect();
+    format!(
+        "{{\"scheme\":\"{}\",\"uptime_s\":{:.1},\"items\":{},\"queue\":{},\"transmissions\":{},\"repair_transmissions\":{},\"data_packets\":{},\"repair_packets\":{},\"naks\":{},\"rescheduled\":{},\"items_done\":{},\"malformed\":{},\"clients\":[{}]}}\n",
+        s.scheme.replace('"', "'"),
+        s.uptime_s,
+        s.items,
+        s.queue,
+        t.transmissions,
+        t.repair_transmissions,
+        t.data_packets,
+        t.repair_packets,
+        t.naks,
+        t.rescheduled,
+        t.items_done,
+        s.malformed,
+        clients.join(",")
+    )
+}
+
+/// Serves `/metrics` and `/status` until the listener fails.
+pub async fn serve(listener: TcpListener, shared: Shared) {
+    loop {
+        let Ok((mut sock, _)) = listener.accept().await else {
+            return;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let mut buf = [0u8; 1024];
+            let n =
+                match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf))
+                    .await
+                {
+                    Ok(Ok(n)) => n,
+                    _ => return,
+                };
+            let req = String::from_utf8_lossy(&buf[..n]);
+            let path = req.split_whitespace().nth(1).unwrap_or("/");
+            let snap = match shared.lock() {
+                Ok(g) => g.clone(),
+                Err(p) => p.into_inner().clone(),
+            };
+            let (status, ctype, body) = match path {
+                "/metrics" => ("200 OK", "text/plain; version=0.0.4", prometheus(&snap)),
+                "/status" => ("200 OK", "application/json", json(&snap)),
+                _ => (
+                    "404 Not Found",
+                    "text/plain",
+                    "try /metrics or /status\n".to_owned(),
+                ),
+            };
+            let resp = format!(
+                "HTTP/1.0 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = sock.write_all(resp.as_bytes()).await;
+        });
+    }
+}

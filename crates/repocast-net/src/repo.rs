@@ -1,0 +1,267 @@
+//! The repository on disk: every regular file under DIR is an item, named by
+//! its relative path; BLAKE3 hashes (whole item and per block) computed once
+//! and cached in `DIR/.repocast/hashes.v1`; blocks read on demand, so the
+//! server's memory does not grow with the repository.
+
+use crate::NetError;
+use repocast_core::ItemId;
+use repocast_core::fec::layout::Layout;
+use repocast_core::server::{BlockSource, ItemInfo};
+use repocast_core::wire::FecParams;
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::io::Read;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::time::UNIX_EPOCH;
+
+/// Folder (under the repository) holding repocast's own state; never served.
+pub const STATE_DIR: &str = ".repocast";
+const CACHE_FILE: &str = "hashes.v1";
+
+/// One file of the repository.
+#[derive(Debug, Clone)]
+pub struct RepoFile {
+    /// Absolute path.
+    pub path: PathBuf,
+    /// Size and modification time when scanned (a change fails the item).
+    pub size: u64,
+    /// Modification time, nanoseconds since the epoch.
+    pub mtime_ns: u128,
+    /// What the core needs to know.
+    pub info: ItemInfo,
+}
+
+/// The scanned repository.
+pub struct Repository {
+    /// Files by item id (sorted by name).
+    pub files: Vec<RepoFile>,
+    /// How many files were hashed now (not taken from the cache).
+    pub hashed: usize,
+}
+
+fn mtime_ns(m: &fs::Metadata) -> u128 {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos())
+}
+
+fn walk(
+    root: &Path,
+    dir: &Path,
+    out: &mut Vec<(String, PathBuf, fs::Metadata)>,
+) -> Result<(), NetError> {
+    let rd = fs::read_dir(dir).map_err(|e| NetError::file(dir, e))?;
+    for entry in rd {
+        let entry = entry.map_err(|e| NetError::file(dir, e))?;
+        let path = entry.path();
+        // Never follow symlinks: a link could point outside the repository.
+        let meta = fs::symlink_metadata(&path).map_err(|e| NetError::file(&path, e))?;
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
+        let Some(name) = rel
+            .to_str()
+            .map(|s| s.replace(std::path::MAIN_SEPARATOR, "/"))
+        else {
+            tracing::warn!("skipping {}: name is not UTF-8", path.display());
+            continue;
+        };
+        if name == STATE_DIR || name.starts_with(&format!("{STATE_DIR}/")) {
+            continue;
+        }
+        if meta.is_dir() {
+            walk(root, &path, out)?;
+        } else if meta.is_file() {
+            out.push((name, path, meta));
+        }
+    }
+    Ok(())
+}
+
+/// Hashes a file: BLAKE3 of the whole and of each block of `layout`.
+fn hash_file(path: &Path, layout: &Layout) -> Result<([u8; 32], Vec<[u8; 32]>), NetError> {
+    let mut f = File::open(path).map_err(|e| NetError::file(path, e))?;
+    let mut whole = blake3::Hasher::new();
+    let mut blocks = Vec::with_capacity(layout.blocks() as usize);
+    let mut buf = Vec::new();
+    for b in 0..layout.blocks() {
+        buf.resize(layout.block_len(b) as usize, 0);
+        f.read_exact(&mut buf)
+            .map_err(|e| NetError::file(path, e))?;
+        whole.update(&buf);
+        blocks.push(*blake3::hash(&buf).as_bytes());
+    }
+    Ok((*whole.finalize().as_bytes(), blocks))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex32(s: &str) -> Option<[u8; 32]> {
+    let mut a = [0u8; 32];
+    if s.len() != 64 {
+        return None;
+    }
+    for (i, out) in a.iter_mut().enumerate() {
+        *out = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(a)
+}
+
+type CacheKey = (String, u64, u128, String);
+
+fn params_key(fec: &FecParams) -> String {
+    format!(
+        "{}:{}:{}",
+        fec.code.name(),
+        fec.symbol_size,
+        fec.max_block_symbols
+    )
+}
+
+fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
+    let mut m = HashMap::new();
+    let Ok(text) = fs::read_to_string(path) else {
+        return m;
+    };
+    for line in text.lines() {
+        let f: Vec<&str> = line.split('\t').collect();
+        let [name, size, mtime, params, hash, blocks] = f[..] else {
+            continue;
+        };
+        let (Ok(size), Ok(mtime), Some(hash)) = (size.parse(), mtime.parse(), unhex32(hash)) else {
+            continue;
+        };
+        let bh: Option<Vec<[u8; 32]>> = (0..blocks.len() / 64)
+            .map(|i| unhex32(blocks.get(64 * i..64 * i + 64)?))
+            .collect();
+        if let Some(bh) = bh {
+            m.insert(
+                (name.to_owned(), size, mtime, params.to_owned()),
+                (hash, bh),
+            );
+        }
+    }
+    m
+}
+
+impl Repository {
+    /// Scans `root` for `fec`'s layout, reusing cached hashes of files whose
+    /// size and modification time are unchanged.
+    pub fn scan(root: &Path, fec: &FecParams) -> Result<Repository, NetError> {
+        let meta = fs::metadata(root).map_err(|e| NetError::file(root, e))?;
+        if !meta.is_dir() {
+            return Err(NetError::Config(format!(
+                "{} is not a directory",
+                root.display()
+            )));
+        }
+        let mut found = Vec::new();
+        walk(root, root, &mut found)?;
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        let cache_path = root.join(STATE_DIR).join(CACHE_FILE);
+        let cache = load_cache(&cache_path);
+        let pk = params_key(fec);
+        let (mut files, mut hashed, mut lines) = (Vec::new(), 0, String::new());
+        for (name, path, meta) in found {
+            let (size, mtime) = (meta.len(), mtime_ns(&meta));
+            let layout =
+                Layout::new(size, fec).map_err(|e| NetError::Config(format!("{name}: {e}")))?;
+            let key = (name.clone(), size, mtime, pk.clone());
+            let (hash, block_hashes) = match cache.get(&key) {
+                Some(v) if v.1.len() == layout.blocks() as usize => v.clone(),
+                _ => {
+                    hashed += 1;
+                    hash_file(&path, &layout)?
+                }
+            };
+            if !name.contains(['\t', '\n']) {
+                let bh: String = block_hashes.iter().map(|h| hex(h)).collect();
+                lines.push_str(&format!(
+                    "{name}\t{size}\t{mtime}\t{pk}\t{}\t{bh}\n",
+                    hex(&hash)
+                ));
+            }
+            files.push(RepoFile {
+                path,
+                size,
+                mtime_ns: mtime,
+                info: ItemInfo {
+                    name,
+                    size,
+                    hash,
+                    block_hashes,
+                },
+            });
+        }
+        if hashed > 0 {
+            let dir = root.join(STATE_DIR);
+            let tmp = dir.join(format!("{CACHE_FILE}.tmp"));
+            let ok = fs::create_dir_all(&dir)
+                .and_then(|_| fs::write(&tmp, lines))
+                .and_then(|_| fs::rename(&tmp, &cache_path));
+            if let Err(e) = ok {
+                tracing::warn!("could not cache hashes in {}: {e}", dir.display());
+            }
+        }
+        Ok(Repository { files, hashed })
+    }
+
+    /// The items, for the server state machine.
+    pub fn infos(&self) -> Vec<ItemInfo> {
+        self.files.iter().map(|f| f.info.clone()).collect()
+    }
+
+    /// A block source over these files.
+    pub fn source(&self) -> FileSource {
+        FileSource {
+            files: self
+                .files
+                .iter()
+                .map(|f| (f.path.clone(), f.size, f.mtime_ns))
+                .collect(),
+            open: None,
+        }
+    }
+}
+
+/// Reads blocks from the repository's files (one open file at a time).
+pub struct FileSource {
+    files: Vec<(PathBuf, u64, u128)>,
+    open: Option<(ItemId, File)>,
+}
+
+impl BlockSource for FileSource {
+    fn read(
+        &mut self,
+        item: ItemId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), String> {
+        let (path, size, mtime) = self.files.get(item.0 as usize).ok_or("no such item")?;
+        if self.open.as_ref().is_none_or(|(i, _)| *i != item) {
+            let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let m = f
+                .metadata()
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            if m.len() != *size || mtime_ns(&m) != *mtime {
+                return Err(format!(
+                    "{} changed on disk since it was scanned; restart the server",
+                    path.display()
+                ));
+            }
+            self.open = Some((item, f));
+        }
+        let Some((_, f)) = &self.open else {
+            return Err("no open file".into());
+        };
+        let start = out.len();
+        out.resize(start + len, 0);
+        f.read_exact_at(&mut out[start..], offset)
+            .map_err(|e| format!("{}: {e}", path.display()))
+    }
+}

@@ -1,0 +1,155 @@
+//! Multicast UDP sockets (socket2): senders and receivers for the data and
+//! announcement channels, IPv4 and IPv6, on a chosen interface, with
+//! source-specific joins where a source is given, and large buffers.
+
+use crate::NetError;
+use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use tokio::net::UdpSocket;
+
+/// Receive buffer asked for (the kernel caps it at net.core.rmem_max).
+pub const RECV_BUFFER: usize = 32 << 20;
+/// Send buffer asked for.
+pub const SEND_BUFFER: usize = 8 << 20;
+
+/// The interface multicast goes out of and is joined on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Interface {
+    /// An IPv4 address of the interface (IPv4 joins and sends).
+    pub v4: Option<Ipv4Addr>,
+    /// Its index (IPv6, and IPv4 joins by index); 0 lets the kernel choose.
+    pub index: u32,
+    /// Its name, when given by name (sending is bound to it).
+    pub name: Option<String>,
+}
+
+impl Interface {
+    /// Parses `--interface`: an IPv4 address (`127.0.0.1`) or a name
+    /// (`eth0`, looked up in /sys/class/net); `None` lets the kernel choose.
+    pub fn parse(spec: Option<&str>) -> Result<Interface, NetError> {
+        let Some(spec) = spec else {
+            return Ok(Interface::default());
+        };
+        if let Ok(ip) = spec.parse::<IpAddr>() {
+            return match ip {
+                IpAddr::V4(v4) => Ok(Interface {
+                    v4: Some(v4),
+                    ..Default::default()
+                }),
+                IpAddr::V6(_) => Err(NetError::Config(
+                    "give an IPv6 interface by name (e.g. eth0), not by address".into(),
+                )),
+            };
+        }
+        if spec.contains('/') || spec.is_empty() {
+            return Err(NetError::Config(format!("bad interface name {spec:?}")));
+        }
+        let path = format!("/sys/class/net/{spec}/ifindex");
+        let index = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .ok_or_else(|| NetError::Config(format!("no interface named {spec:?}")))?;
+        Ok(Interface {
+            v4: None,
+            index,
+            name: Some(spec.to_owned()),
+        })
+    }
+}
+
+fn domain(ip: &IpAddr) -> Domain {
+    if ip.is_ipv4() {
+        Domain::IPV4
+    } else {
+        Domain::IPV6
+    }
+}
+
+/// A socket that sends to multicast groups of `family` (taken from
+/// `group`): TTL/hops `ttl`, loopback on (so local receivers hear it).
+pub fn sender(group: &SocketAddr, iface: &Interface, ttl: u32) -> Result<UdpSocket, NetError> {
+    let err = |what: &str| {
+        let what = format!("{what} for sending to {group}");
+        move |e| NetError::socket(what, e)
+    };
+    let s = Socket::new(domain(&group.ip()), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(err("create"))?;
+    let _ = s.set_send_buffer_size(SEND_BUFFER);
+    if let Some(name) = &iface.name {
+        s.bind_device(Some(name.as_bytes()))
+            .map_err(err("bind to device"))?;
+    }
+    match group.ip() {
+        IpAddr::V4(_) => {
+            s.set_multicast_ttl_v4(ttl).map_err(err("set TTL"))?;
+            s.set_multicast_loop_v4(true).map_err(err("set loopback"))?;
+            if let Some(a) = iface.v4 {
+                s.set_multicast_if_v4(&a).map_err(err("choose interface"))?;
+            }
+            let any: SocketAddr = (Ipv4Addr::UNSPECIFIED, 0).into();
+            s.bind(&SockAddr::from(any)).map_err(err("bind"))?;
+        }
+        IpAddr::V6(_) => {
+            s.set_multicast_hops_v6(ttl).map_err(err("set hops"))?;
+            s.set_multicast_loop_v6(true).map_err(err("set loopback"))?;
+            if iface.index != 0 {
+                s.set_multicast_if_v6(iface.index)
+                    .map_err(err("choose interface"))?;
+            }
+            let any: SocketAddr = (std::net::Ipv6Addr::UNSPECIFIED, 0).into();
+            s.bind(&SockAddr::from(any)).map_err(err("bind"))?;
+        }
+    }
+    s.set_nonblocking(true).map_err(err("set non-blocking"))?;
+    UdpSocket::from_std(s.into()).map_err(err("register"))
+}
+
+/// A socket that receives `group` on `iface`, joined source-specifically
+/// when `source` is given (IPv4). Several receivers on one host may bind the
+/// same group and port.
+pub fn receiver(
+    group: &SocketAddr,
+    iface: &Interface,
+    source: Option<IpAddr>,
+) -> Result<UdpSocket, NetError> {
+    let err = |what: &str| {
+        let what = format!("{what} for {group}");
+        move |e| NetError::socket(what, e)
+    };
+    if !group.ip().is_multicast() {
+        return Err(NetError::Config(format!(
+            "{} is not a multicast group",
+            group.ip()
+        )));
+    }
+    let s = Socket::new(domain(&group.ip()), Type::DGRAM, Some(Protocol::UDP))
+        .map_err(err("create"))?;
+    s.set_reuse_address(true)
+        .map_err(err("set reuse address"))?;
+    s.set_reuse_port(true).map_err(err("set reuse port"))?;
+    let _ = s.set_recv_buffer_size(RECV_BUFFER);
+    // Binding to the group address (Linux) filters out other groups on
+    // the same port.
+    s.bind(&SockAddr::from(*group)).map_err(err("bind"))?;
+    match (group.ip(), source) {
+        (IpAddr::V4(g), Some(IpAddr::V4(src))) => {
+            let i = iface.v4.unwrap_or(Ipv4Addr::UNSPECIFIED);
+            s.join_ssm_v4(&src, &g, &i)
+                .map_err(err("source-specific join"))?;
+        }
+        (IpAddr::V4(g), _) => match iface.v4 {
+            Some(a) => s.join_multicast_v4(&g, &a).map_err(err("join"))?,
+            None => s
+                .join_multicast_v4_n(&g, &InterfaceIndexOrAddress::Index(iface.index))
+                .map_err(err("join"))?,
+        },
+        (IpAddr::V6(g), _) => s.join_multicast_v6(&g, iface.index).map_err(err("join"))?,
+    }
+    s.set_nonblocking(true).map_err(err("set non-blocking"))?;
+    UdpSocket::from_std(s.into()).map_err(err("register"))
+}
+
+/// The receive buffer the kernel actually granted (for the startup line).
+pub fn recv_buffer(sock: &UdpSocket) -> usize {
+    socket2::SockRef::from(sock).recv_buffer_size().unwrap_or(0)
+}

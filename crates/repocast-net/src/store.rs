@@ -1,0 +1,266 @@
+//! Where a client puts what it receives. Each verified block is written at
+//! its offset in a temporary file under `OUT/.repocast/partial/` and then
+//! recorded in a journal (data fsynced before the journal entry), so a
+//! client that dies resumes without receiving verified blocks again. When
+//! every block is in, the whole file is hashed, fsynced and renamed into
+//! place: no unverified byte ever sits at a final path. Names from the wire
+//! are checked so no path leaves the output directory.
+
+use crate::NetError;
+use crate::repo::STATE_DIR;
+use repocast_core::ItemId;
+use repocast_core::fec::layout::Layout;
+use repocast_core::wire::ManifestEntry;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
+
+/// Most path components an item name may have.
+pub const MAX_DEPTH: usize = 64;
+
+/// The final path of item `name` under `root`, or an error if the name
+/// could leave `root` (absolute, `..`, empty parts) or touch repocast's state.
+pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, NetError> {
+    let bad = |why: &str| NetError::Protocol(format!("refusing item name {name:?}: {why}"));
+    if name.is_empty() || name.contains('\0') || name.contains('\\') {
+        return Err(bad("empty or has NUL or backslash"));
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() > MAX_DEPTH {
+        return Err(bad("too deep"));
+    }
+    let mut p = root.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() || *part == "." || *part == ".." || part.len() > 255 {
+            return Err(bad("empty, '.' or '..' component"));
+        }
+        if i == 0 && *part == STATE_DIR {
+            return Err(bad("reserved folder"));
+        }
+        let comp = Path::new(part);
+        if comp.components().count() != 1
+            || !matches!(comp.components().next(), Some(Component::Normal(_)))
+        {
+            return Err(bad("not a plain component"));
+        }
+        p.push(part);
+    }
+    Ok(p)
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// How an item stands when its manifest arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// The final file is already there and verified: nothing to receive.
+    Complete,
+    /// These blocks are verified on disk already (possibly none).
+    Blocks(Vec<u32>),
+}
+
+struct Partial {
+    final_path: PathBuf,
+    tmp: PathBuf,
+    journal_path: PathBuf,
+    file: Option<File>,
+    journal: Option<File>,
+    hash: [u8; 32],
+    size: u64,
+}
+
+/// The client's files.
+pub struct Store {
+    root: PathBuf,
+    partial_dir: PathBuf,
+    items: HashMap<ItemId, Partial>,
+}
+
+fn hash_file(path: &Path) -> Result<[u8; 32], NetError> {
+    let mut f = File::open(path).map_err(|e| NetError::file(path, e))?;
+    let mut h = blake3::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|e| NetError::file(path, e))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(*h.finalize().as_bytes())
+}
+
+fn sync_dir(dir: &Path) {
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+impl Store {
+    /// A store writing under `root` (created if missing).
+    pub fn new(root: &Path) -> Result<Store, NetError> {
+        let partial_dir = root.join(STATE_DIR).join("partial");
+        fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        Ok(Store {
+            root: root.to_path_buf(),
+            partial_dir,
+            items: HashMap::new(),
+        })
+    }
+
+    /// Prepares to receive `m`: checks its name, and says what is already
+    /// on disk (a verified final file, or blocks in the journal that still
+    /// match their hashes).
+    pub fn open(&mut self, m: &ManifestEntry) -> Result<Resume, NetError> {
+        let final_path = safe_path(&self.root, &m.name)?;
+        let key = format!("{}-{}", hex(&m.hash[..16]), m.size);
+        let tmp = self.partial_dir.join(format!("{key}.part"));
+        let journal_path = self.partial_dir.join(format!("{key}.journal"));
+        let mut p = Partial {
+            final_path,
+            tmp,
+            journal_path,
+            file: None,
+            journal: None,
+            hash: m.hash,
+            size: m.size,
+        };
+        if fs::metadata(&p.final_path).is_ok_and(|x| x.is_file() && x.len() == m.size)
+            && hash_file(&p.final_path)? == m.hash
+        {
+            self.items.insert(m.item, p);
+            return Ok(Resume::Complete);
+        }
+        let layout = Layout::new(m.size, &m.fec).map_err(|e| NetError::Protocol(e.to_string()))?;
+        let mut have = Vec::new();
+        if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
+            let mut buf = Vec::new();
+            for c in j.chunks_exact(4) {
+                let b = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                let Some(h) = m.block_hashes.get(b as usize) else {
+                    continue;
+                };
+                buf.resize(layout.block_len(b) as usize, 0);
+                if f.read_exact_at(&mut buf, layout.block_offset(b)).is_ok()
+                    && blake3::hash(&buf).as_bytes() == h
+                {
+                    have.push(b);
+                }
+            }
+            have.sort_unstable();
+            have.dedup();
+        }
+        if have.is_empty() {
+            let _ = fs::remove_file(&p.journal_path);
+        }
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&p.tmp)
+            .map_err(|e| NetError::file(&p.tmp, e))?;
+        file.set_len(m.size)
+            .map_err(|e| NetError::file(&p.tmp, e))?;
+        let journal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p.journal_path)
+            .map_err(|e| NetError::file(&p.journal_path, e))?;
+        p.file = Some(file);
+        p.journal = Some(journal);
+        self.items.insert(m.item, p);
+        Ok(Resume::Blocks(have))
+    }
+
+    /// Writes a verified block and records it in the journal.
+    pub fn write_block(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), NetError> {
+        let p = self
+            .items
+            .get_mut(&item)
+            .ok_or_else(|| NetError::Protocol("block of an unopened item".into()))?;
+        let (Some(f), Some(j)) = (p.file.as_mut(), p.journal.as_mut()) else {
+            return Ok(());
+        };
+        f.write_all_at(data, offset)
+            .map_err(|e| NetError::file(&p.tmp, e))?;
+        f.sync_data().map_err(|e| NetError::file(&p.tmp, e))?;
+        j.write_all(&block.to_le_bytes())
+            .map_err(|e| NetError::file(&p.journal_path, e))?;
+        j.sync_data()
+            .map_err(|e| NetError::file(&p.journal_path, e))?;
+        Ok(())
+    }
+
+    /// Every block is in: checks the whole hash, then fsyncs and renames the
+    /// file into place. Returns whether it verified (a mismatch discards the
+    /// temporary file and journal).
+    pub fn finish(&mut self, item: ItemId) -> Result<bool, NetError> {
+        let p = self
+            .items
+            .remove(&item)
+            .ok_or_else(|| NetError::Protocol("finish of an unopened item".into()))?;
+        if p.file.is_none() {
+            return Ok(true); // the final file was already there and verified
+        }
+        drop(p.journal);
+        if let Some(f) = p.file {
+            f.sync_all().map_err(|e| NetError::file(&p.tmp, e))?;
+        }
+        let ok =
+            fs::metadata(&p.tmp).is_ok_and(|m| m.len() == p.size) && hash_file(&p.tmp)? == p.hash;
+        if !ok {
+            let _ = fs::remove_file(&p.tmp);
+            let _ = fs::remove_file(&p.journal_path);
+            return Ok(false);
+        }
+        if let Some(parent) = p.final_path.parent() {
+            fs::create_dir_all(parent).map_err(|e| NetError::file(parent, e))?;
+        }
+        fs::rename(&p.tmp, &p.final_path).map_err(|e| NetError::file(&p.final_path, e))?;
+        if let Some(parent) = p.final_path.parent() {
+            sync_dir(parent);
+        }
+        let _ = fs::remove_file(&p.journal_path);
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_leave_the_directory_are_refused() {
+        let root = Path::new("/out");
+        assert_eq!(
+            safe_path(root, "a/b.txt").ok(),
+            Some(PathBuf::from("/out/a/b.txt"))
+        );
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../../x",
+            "a//b",
+            "./a",
+            "a/.",
+            ".repocast/partial/x",
+            "a\\..\\b",
+            "a\0b",
+        ] {
+            assert!(safe_path(root, bad).is_err(), "{bad:?}");
+        }
+        assert!(safe_path(root, &"a/".repeat(100)).is_err());
+    }
+}
