@@ -62,6 +62,32 @@ fn get_opts(server: SocketAddr, out: &Path, items: &[&str], loss: f64, seed: u64
     g
 }
 
+/// Waits (bounded) until a client reports verified bytes written.
+async fn wait_for_bytes(rx: &mut tokio::sync::mpsc::UnboundedReceiver<client::Progress>) {
+    let deadline = std::time::Duration::from_secs(30);
+    tokio::time::timeout(deadline, async {
+        while let Some(p) = rx.recv().await {
+            if matches!(p, client::Progress::Bytes { .. }) {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("bytes within 30 s");
+}
+
+/// Polls `f` until it holds (bounded at 10 s): for state published on a
+/// timer tick.
+async fn eventually(mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..200 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("condition not reached in 10 s");
+}
+
 fn same(a: &Path, b: &Path) -> bool {
     std::fs::read(a).ok() == std::fs::read(b).ok() && std::fs::read(a).is_ok()
 }
@@ -150,5 +176,190 @@ async fn unknown_items_fail_with_a_reason_and_ls_lists_the_catalogue() {
                 && o.result.as_ref().is_err_and(|e| e.contains("no such item")))
     );
     assert!(!out.path().join("nope").exists());
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_completes_with_and_without_notify() {
+    for scheme in ["FEC(0.02R)+R(0)+notify", "FEC(0.02R)+R(0)"] {
+        let repo = tempfile::tempdir().expect("tmp");
+        write_repo(repo.path(), &[("big", 4_000_000)], 3);
+        let mut o = serve_opts(repo.path(), scheme);
+        o.rate_bps = 50_000_000; // 4 MB take about 0.7 s
+        let srv = server::start(o).await.expect("serve");
+        let (a_out, b_out) = (
+            tempfile::tempdir().expect("tmp"),
+            tempfile::tempdir().expect("tmp"),
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let a = tokio::spawn(client::get(
+            get_opts(srv.request_addr, a_out.path(), &["big"], 0.0, 1),
+            Some(tx),
+        ));
+        // B asks once A holds part of the file: mid-transmission.
+        wait_for_bytes(&mut rx).await;
+        let b = tokio::spawn(client::get(
+            get_opts(srv.request_addr, b_out.path(), &["big"], 0.0, 2),
+            None,
+        ));
+        for (t, out) in [(a, &a_out), (b, &b_out)] {
+            let rep = t.await.expect("join").expect("get");
+            assert!(rep.all_ok(), "{scheme}: {:?}", rep.items);
+            assert!(
+                same(&repo.path().join("big"), &out.path().join("big")),
+                "{scheme}"
+            );
+        }
+        srv.stop().await.expect("stop");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("big", 12_000_000), ("small", 1000)], 4);
+    let mut o = serve_opts(repo.path(), "FEC(0.01R)+R(0)");
+    o.rate_bps = 40_000_000; // 12 MB take about 2.5 s
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let first = tokio::spawn(client::get(
+        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 1),
+        Some(tx),
+    ));
+    // Killed once it has written a few verified blocks of the 10 in "big".
+    for _ in 0..3 {
+        wait_for_bytes(&mut rx).await;
+    }
+    first.abort(); // as good as kill -9 for the files: nothing is cleaned up
+    let _ = first.await;
+    assert!(
+        !out.path().join("big").exists(),
+        "no unverified byte at the final path"
+    );
+    let rep = client::get(
+        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 2),
+        None,
+    )
+    .await
+    .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert!(rep.resumed_blocks > 0, "the journal was used");
+    assert!(same(&repo.path().join("big"), &out.path().join("big")));
+    // A third run finds everything verified in place and receives nothing.
+    let again = client::get(
+        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 3),
+        None,
+    )
+    .await
+    .expect("get");
+    assert!(again.all_ok());
+    assert_eq!(again.stats.useful, 0);
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_and_foreign_packets_are_counted_and_ignored() {
+    use repocast_core::wire::{ClientMsg, DataRepr};
+    use repocast_core::{BlockId, ItemId, SessionId, TransmissionId};
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 2_000_000)], 5);
+    let o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
+    let (data, ann) = (o.data_group, o.announce_group);
+    let srv = server::start(o).await.expect("serve");
+    // A junk sender on both groups, and a forged data packet of another
+    // session naming the same item.
+    let junk = tokio::spawn(async move {
+        let s = tokio::net::UdpSocket::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let mut forged = Vec::new();
+        DataRepr {
+            session: SessionId(12345),
+            transmission: TransmissionId(1),
+            item: ItemId(0),
+            block: BlockId(0),
+            symbol: 0,
+            seq: 0,
+            probe: None,
+            payload: vec![0xEE; 1280],
+            tag: vec![],
+        }
+        .emit(&mut forged);
+        for i in 0..400u32 {
+            let _ = s.send_to(&i.to_be_bytes(), data).await;
+            let _ = s.send_to(b"RC\x01\x02garbage", ann).await;
+            let _ = s.send_to(&forged, data).await;
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    });
+    // A TCP peer that sends a malformed frame.
+    let mut raw = tokio::net::TcpStream::connect(srv.request_addr)
+        .await
+        .expect("connect");
+    tokio::io::AsyncWriteExt::write_all(&mut raw, &[0, 0, 0, 3, b'x', b'y', b'z'])
+        .await
+        .expect("write");
+    let mut hello = Vec::new();
+    ClientMsg::Hello { name: "x".into() }.emit(&mut hello);
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(srv.request_addr, out.path(), &["f"], 0.1, 1), None)
+        .await
+        .expect("get");
+    junk.abort();
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert!(rep.malformed > 0, "junk datagrams counted");
+    assert_eq!(
+        rep.stats.corrupt_blocks, 0,
+        "the forged session never reached a decoder"
+    );
+    eventually(async || srv.snapshot().malformed >= 1).await;
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_and_status_are_served_while_running() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 300_000)], 6);
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(srv.request_addr, out.path(), &["f"], 0.0, 1), None)
+        .await
+        .expect("get");
+    assert!(rep.all_ok());
+    let addr = srv.metrics_addr.expect("metrics on");
+    let fetch = |path: &'static str| async move {
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        tokio::io::AsyncWriteExt::write_all(
+            &mut s,
+            format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes(),
+        )
+        .await
+        .expect("w");
+        let mut body = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut s, &mut body)
+            .await
+            .expect("r");
+        body
+    };
+    let counter = |m: &str| -> u64 {
+        m.lines()
+            .find_map(|l| l.strip_prefix("repocast_symbols_sent_total "))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    // Published on a 250 ms tick: 300 kB is 235 symbols.
+    eventually(async || counter(&fetch("/metrics").await) >= 235).await;
+    let m = fetch("/metrics").await;
+    assert!(m.starts_with("HTTP/1.0 200"), "{m}");
+    assert!(m.contains("# TYPE repocast_naks_total counter"), "{m}");
+    let s = fetch("/status").await;
+    assert!(
+        s.contains("\"items\":1") && s.contains("\"scheme\":\"FEC(0)+R(inf)\""),
+        "{s}"
+    );
     srv.stop().await.expect("stop");
 }
