@@ -1,13 +1,18 @@
 //! # repocast: the command-line entry point (thin)
 //!
-//! Parses arguments and hands off. Today: `demo`, which runs the protocol
-//! core's own server and client state machines in process (the core's
-//! harness), with real bytes, emulated loss and a virtual clock. `serve`,
-//! `get`, `ls` and `sim` arrive with `repocast-net` and `repocast-sim`.
+//! Parses arguments and hands off: `serve`, `get`, `ls`, `demo` and `bench`
+//! to `repocast-net` (real UDP multicast and TCP); `demo --virtual` to the
+//! core's in-process harness. No protocol logic lives here.
 
+mod bench;
 mod demo;
+mod get;
+mod progress;
+mod serve;
+mod virtual_demo;
 
 use clap::{Parser, Subcommand};
+use std::process::ExitCode;
 
 #[derive(Parser)]
 #[command(
@@ -22,14 +27,56 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a generated repository to four lossy clients, in process.
+    /// Serve every regular file under DIR by multicast.
+    Serve(Box<serve::ServeArgs>),
+    /// Fetch items from a server into a folder, verified.
+    Get(get::GetArgs),
+    /// List a server's catalogue.
+    Ls(get::LsArgs),
+    /// A server and four lossy clients on loopback multicast (no flags needed).
     Demo(demo::DemoArgs),
+    /// Loss-free goodput of one receiver on loopback.
+    Bench(bench::BenchArgs),
 }
 
-fn main() -> std::process::ExitCode {
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("repocast: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
+fn main() -> ExitCode {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("REPOCAST_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
     let cli = Cli::parse();
-    match cli.command {
-        Some(Command::Demo(a)) => demo::run(&a),
-        None => demo::run(&demo::DemoArgs::default()),
+    let command = cli
+        .command
+        .unwrap_or(Command::Demo(demo::DemoArgs::default()));
+    if let Command::Demo(a) = &command {
+        if a.r#virtual {
+            return virtual_demo::run(&a.virtual_args());
+        }
     }
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    rt.block_on(async move {
+        match command {
+            Command::Serve(a) => serve::run(*a).await,
+            Command::Get(a) => get::run(a).await,
+            Command::Ls(a) => get::ls(a).await,
+            Command::Demo(a) => demo::run(a).await,
+            Command::Bench(a) => bench::run(a).await,
+        }
+    })
 }

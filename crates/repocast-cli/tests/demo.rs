@@ -1,17 +1,41 @@
-//! The README's first command works: `repocast demo` verifies every file
-//! at every client and says so, and a bad scheme is a clear usage error.
+//! The README's first command works: `repocast demo` (real loopback
+//! multicast) verifies every file at every client and says so; so does the
+//! in-process `--virtual` variant; a bad scheme is a clear usage error.
 
 use std::process::Command;
 
 #[test]
-fn demo_verifies_every_file() {
+fn the_virtual_demo_verifies_every_file() {
     let out = Command::new(env!("CARGO_BIN_EXE_repocast"))
-        .args(["demo", "--seed", "3", "--scheme", "FEC(0.05R)+R(2)"])
+        .args([
+            "demo",
+            "--seed",
+            "3",
+            "--scheme",
+            "FEC(0.05R)+R(2)",
+            "--virtual",
+        ])
         .output()
         .expect("run repocast demo");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
     assert!(text.contains("every requested file verified"), "{text}");
+    assert_eq!(text.matches("| yes |").count(), 4, "{text}");
+}
+
+#[test]
+fn the_multicast_demo_verifies_every_file() {
+    let out = Command::new(env!("CARGO_BIN_EXE_repocast"))
+        .arg("demo")
+        .output()
+        .expect("run repocast demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("byte-identical at every client"), "{text}");
     assert_eq!(text.matches("| yes |").count(), 4, "{text}");
 }
 

@@ -46,6 +46,8 @@ pub struct GetOptions {
     pub ssm: bool,
     /// Give up when nothing at all has been heard for this long.
     pub idle_timeout: Duration,
+    /// Verified bytes between journal commits ([`crate::store::JOURNAL_BATCH`]).
+    pub journal_batch: u64,
 }
 
 impl GetOptions {
@@ -61,6 +63,7 @@ impl GetOptions {
             seed: 1,
             ssm: true,
             idle_timeout: Duration::from_secs(60),
+            journal_batch: crate::store::JOURNAL_BATCH,
         }
     }
 }
@@ -247,7 +250,7 @@ pub async fn get(
     } else {
         opts.items.clone()
     };
-    let mut store = Store::new(&opts.out)?;
+    let mut store = Store::new(&opts.out, opts.journal_batch)?;
     let mut client = Client::new(ClientConfig {
         seed: opts.seed,
         payloads: true,
@@ -390,7 +393,7 @@ pub async fn get(
         }
         let deadline = client.poll_timeout().map(|t| {
             let wait =
-                Duration::from_micros(t.as_micros().saturating_sub(core_now(start).as_micros()));
+                Duration::from_nanos(t.as_nanos().saturating_sub(core_now(start).as_nanos()));
             tokio::time::Instant::now() + wait
         });
         let idle = tokio::time::Instant::now() + opts.idle_timeout;
@@ -409,26 +412,36 @@ pub async fn get(
                     }
                 }
             }
-            r = data.recv_from(&mut dbuf) => {
-                if let Ok((n, _)) = r {
-                    datagrams += 1;
-                    last_heard = std::time::Instant::now();
-                    if loss.lose() {
-                        dropped += 1;
-                    } else {
+            r = data.readable() => {
+                if r.is_ok() {
+                    // Drain what the socket holds (bounded) before looking
+                    // at anything else: one wake-up per batch, not per packet.
+                    for _ in 0..512 {
+                        let Ok((n, _)) = data.try_recv_from(&mut dbuf) else { break };
+                        datagrams += 1;
+                        if loss.lose() {
+                            dropped += 1;
+                            continue;
+                        }
                         match DataRepr::parse(&dbuf[..n]) {
-                            Ok(p) => { client.handle_data(core_now(start), &p); }
+                            Ok(p) => {
+                                client.handle_data(core_now(start), &p);
+                            }
                             Err(_) => malformed += 1,
                         }
                     }
+                    last_heard = std::time::Instant::now();
                 }
             }
-            r = ann.recv_from(&mut abuf) => {
-                if let Ok((n, _)) = r {
-                    datagrams += 1;
-                    if loss.lose() {
-                        dropped += 1;
-                    } else {
+            r = ann.readable() => {
+                if r.is_ok() {
+                    for _ in 0..64 {
+                        let Ok((n, _)) = ann.try_recv_from(&mut abuf) else { break };
+                        datagrams += 1;
+                        if loss.lose() {
+                            dropped += 1;
+                            continue;
+                        }
                         match AnnounceRepr::parse(&abuf[..n]) {
                             Ok(a) => client.handle_announce(core_now(start), &a),
                             Err(_) => malformed += 1,

@@ -20,7 +20,7 @@ pub mod store;
 
 pub use error::NetError;
 
-/// Microseconds since `start`, as the core's [`repocast_core::Instant`].
+/// Nanoseconds since `start`, as the core's [`repocast_core::Instant`].
 pub(crate) fn core_now(start: std::time::Instant) -> repocast_core::Instant {
-    repocast_core::Instant::from_micros(start.elapsed().as_micros() as u64)
+    repocast_core::Instant::from_nanos(start.elapsed().as_nanos() as u64)
 }

@@ -265,7 +265,7 @@ impl Pump {
             self.drain(&mut buf).await;
             let deadline = self.server.poll_timeout().map(|t| {
                 let now = core_now(self.start);
-                let wait = Duration::from_micros(t.as_micros().saturating_sub(now.as_micros()));
+                let wait = Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()));
                 tokio::time::Instant::now() + wait
             });
             tokio::select! {
@@ -354,8 +354,16 @@ impl Pump {
                 Transmit::Data(d) => {
                     buf.clear();
                     d.emit(buf);
-                    if let Err(e) = self.data.send_to(buf, self.data_group).await {
-                        tracing::warn!("data send: {e}");
+                    // Non-blocking first; wait for room only when the
+                    // socket buffer is full.
+                    match self.data.try_send_to(buf, self.data_group) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                            if let Err(e) = self.data.send_to(buf, self.data_group).await {
+                                tracing::warn!("data send: {e}");
+                            }
+                        }
+                        Err(e) => tracing::warn!("data send: {e}"),
                     }
                 }
                 Transmit::Announce(a) => {

@@ -1,6 +1,7 @@
 //! Where a client puts what it receives. Each verified block is written at
-//! its offset in a temporary file under `OUT/.repocast/partial/` and then
-//! recorded in a journal (data fsynced before the journal entry), so a
+//! its offset in a temporary file under `OUT/.repocast/partial/`; every
+//! [`JOURNAL_BATCH`] bytes the data is fsynced and then the blocks are
+//! recorded in a journal, so a
 //! client that dies resumes without receiving verified blocks again. When
 //! every block is in, the whole file is hashed, fsynced and renamed into
 //! place: no unverified byte ever sits at a final path. Names from the wire
@@ -71,13 +72,21 @@ struct Partial {
     journal: Option<File>,
     hash: [u8; 32],
     size: u64,
+    /// Blocks written but not yet made durable and journaled.
+    pending: Vec<u32>,
+    pending_bytes: u64,
 }
+
+/// Verified bytes written before the data is fsynced and the journal
+/// records them: a crash loses at most this much (received again).
+pub const JOURNAL_BATCH: u64 = 16 << 20;
 
 /// The client's files.
 pub struct Store {
     root: PathBuf,
     partial_dir: PathBuf,
     items: HashMap<ItemId, Partial>,
+    batch: u64,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], NetError> {
@@ -102,13 +111,14 @@ fn sync_dir(dir: &Path) {
 
 impl Store {
     /// A store writing under `root` (created if missing).
-    pub fn new(root: &Path) -> Result<Store, NetError> {
+    pub fn new(root: &Path, journal_batch: u64) -> Result<Store, NetError> {
         let partial_dir = root.join(STATE_DIR).join("partial");
         fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
         Ok(Store {
             root: root.to_path_buf(),
             partial_dir,
             items: HashMap::new(),
+            batch: journal_batch,
         })
     }
 
@@ -128,6 +138,8 @@ impl Store {
             journal: None,
             hash: m.hash,
             size: m.size,
+            pending: Vec::new(),
+            pending_bytes: 0,
         };
         if fs::metadata(&p.final_path).is_ok_and(|x| x.is_file() && x.len() == m.size)
             && hash_file(&p.final_path)? == m.hash
@@ -194,11 +206,18 @@ impl Store {
         };
         f.write_all_at(data, offset)
             .map_err(|e| NetError::file(&p.tmp, e))?;
-        f.sync_data().map_err(|e| NetError::file(&p.tmp, e))?;
-        j.write_all(&block.to_le_bytes())
-            .map_err(|e| NetError::file(&p.journal_path, e))?;
-        j.sync_data()
-            .map_err(|e| NetError::file(&p.journal_path, e))?;
+        p.pending.push(block);
+        p.pending_bytes += data.len() as u64;
+        if p.pending_bytes >= self.batch {
+            // Data durable first, then the journal says so.
+            f.sync_data().map_err(|e| NetError::file(&p.tmp, e))?;
+            let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
+            j.write_all(&entries)
+                .map_err(|e| NetError::file(&p.journal_path, e))?;
+            j.sync_data()
+                .map_err(|e| NetError::file(&p.journal_path, e))?;
+            p.pending_bytes = 0;
+        }
         Ok(())
     }
 

@@ -223,10 +223,9 @@ async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
     let srv = server::start(o).await.expect("serve");
     let out = tempfile::tempdir().expect("tmp");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let first = tokio::spawn(client::get(
-        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 1),
-        Some(tx),
-    ));
+    let mut o = get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 1);
+    o.journal_batch = 2 << 20; // commit every ~2 blocks so a kill after 3 leaves some
+    let first = tokio::spawn(client::get(o, Some(tx)));
     // Killed once it has written a few verified blocks of the 10 in "big".
     for _ in 0..3 {
         wait_for_bytes(&mut rx).await;

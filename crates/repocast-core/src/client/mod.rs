@@ -101,6 +101,8 @@ pub struct Client {
     /// Data that arrived before the manifest that would make it useful
     /// (the announcement can overtake the manifest), replayed on arrival.
     early: VecDeque<DataRepr>,
+    /// Items whose early data waits to be replayed.
+    replay: Vec<ItemId>,
     stats: ClientStats,
     done: bool,
     /// Cached earliest deadline; `None` when it must be recomputed. Every
@@ -125,6 +127,7 @@ impl Client {
             nak_window: (Duration::from_millis(30), Duration::from_millis(210)),
             last_announce: None,
             early: VecDeque::new(),
+            replay: Vec::new(),
             stats: ClientStats::default(),
             done: false,
             deadline: std::cell::Cell::new(None),
@@ -186,6 +189,9 @@ impl Client {
 
     /// The earliest timer: a NAK due, or a transmission's end deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.replay.is_empty() {
+            return Some(Instant::ZERO); // early data to replay: due now
+        }
         if let Some(d) = self.deadline.get() {
             return d;
         }
@@ -357,18 +363,30 @@ impl Client {
                 self.listen(now, &a);
             }
         }
-        let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
-            std::mem::take(&mut self.early)
-                .into_iter()
-                .partition(|p| p.item == item);
-        self.early = keep;
-        for p in replay {
-            self.handle_data(now, &p);
+        // Replayed at the next input, after the driver has seen the
+        // Manifest event (and resumed what it already holds).
+        if self.early.iter().any(|p| p.item == item) {
+            self.replay.push(item);
+        }
+    }
+
+    /// Feeds early data held for items whose manifest has come.
+    fn flush_replay(&mut self, now: Instant) {
+        for item in std::mem::take(&mut self.replay) {
+            let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
+                std::mem::take(&mut self.early)
+                    .into_iter()
+                    .partition(|p| p.item == item);
+            self.early = keep;
+            for p in replay {
+                self.handle_data(now, &p);
+            }
         }
     }
 
     /// An announcement from the announcement channel.
     pub fn handle_announce(&mut self, now: Instant, a: &AnnounceRepr) {
+        self.flush_replay(now);
         if self.session.is_some_and(|s| s != a.session) {
             self.stats.useless += 1;
             return;
@@ -465,6 +483,7 @@ impl Client {
     /// Timers: sends NAKs that are due, ends transmissions whose end
     /// announcement never came. Early calls are harmless.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.flush_replay(now);
         self.deadline.set(None);
         let ids: Vec<ItemId> = self.items.keys().copied().collect();
         for id in ids {
@@ -512,6 +531,7 @@ impl Client {
 
     /// A data packet. Returns true if it was useful.
     pub fn handle_data(&mut self, now: Instant, p: &DataRepr) -> bool {
+        self.flush_replay(now);
         let useful = self.data(now, p);
         if let Some(probe) = p.probe {
             self.on_probe(p, probe);

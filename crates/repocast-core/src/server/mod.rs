@@ -310,7 +310,7 @@ impl Server {
             Ok(Some(pkt)) => {
                 let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
                 let floor =
-                    Instant::from_micros(now.as_micros().saturating_sub(burst.as_micros() as u64));
+                    Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64));
                 self.next_send = self.next_send.max(floor) + self.cfg.packet_interval;
                 self.stats.data_packets += 1;
                 if cur.kind == AnnounceKind::Repair {

@@ -331,7 +331,7 @@ impl Transmission {
         let esi = ((a.bases[block as usize] as u64 + round as u64)
             % a.spaces[block as usize].max(1) as u64) as u32;
         let probe = if seq >= a.first_probe && seq >= a.next_probe {
-            let per_rtt = (a.rtt.as_micros() / interval.as_micros().max(1)).max(1) as u32;
+            let per_rtt = (a.rtt.as_nanos() / interval.as_nanos().max(1)).max(1) as u32;
             a.next_probe = seq + per_rtt;
             a.last_probe = Some((now, false));
             Some(crate::wire::Probe {

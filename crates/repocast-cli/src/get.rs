@@ -1,0 +1,167 @@
+//! `repocast get` and `repocast ls`: options in, [`repocast_net::client`] out.
+
+use crate::progress::Display;
+use repocast_core::loss::LossSpec;
+use repocast_net::addr;
+use repocast_net::client::{self, GetOptions};
+use repocast_net::socket::Interface;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `repocast get`.
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    /// The server: HOST[:PORT] (default port 4700).
+    #[arg(long)]
+    pub server: String,
+    /// Interface to join the groups on: an IPv4 address or a name.
+    #[arg(long)]
+    pub interface: Option<String>,
+    /// Output folder.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Fetch the whole catalogue.
+    #[arg(long, conflicts_with = "items")]
+    pub all: bool,
+    /// Items to fetch, by name (relative path).
+    #[arg(required_unless_present = "all")]
+    pub items: Vec<String>,
+    /// Emulated loss on received datagrams: a probability (0.2), or
+    /// Gilbert-Elliott bursts as ge:MEAN:BURST (ge:0.1:8).
+    #[arg(long)]
+    pub emulate_loss: Option<String>,
+    /// Seed of the loss emulation and NAK delays.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Join groups any-source even if the server names its source.
+    #[arg(long)]
+    pub no_ssm: bool,
+    /// Give up after this many seconds without hearing anything.
+    #[arg(long, default_value_t = 60)]
+    pub idle_timeout: u64,
+}
+
+/// Options of `repocast ls`.
+#[derive(clap::Args, Debug)]
+pub struct LsArgs {
+    /// The server: HOST[:PORT].
+    #[arg(long)]
+    pub server: String,
+}
+
+/// Parses `--emulate-loss`.
+pub fn parse_loss(s: &str) -> Result<LossSpec, String> {
+    let bad = || format!("bad loss {s:?}: give a probability (0.2) or ge:MEAN:BURST (ge:0.1:8)");
+    if let Some(rest) = s.strip_prefix("ge:") {
+        let (m, b) = rest.split_once(':').ok_or_else(bad)?;
+        let (m, b): (f64, f64) = (m.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+        if !(0.0..1.0).contains(&m) || b.is_nan() || b < 1.0 {
+            return Err(bad());
+        }
+        return Ok(LossSpec::bursty(m, b));
+    }
+    let p: f64 = s.parse().map_err(|_| bad())?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(bad());
+    }
+    Ok(LossSpec::Bernoulli { p })
+}
+
+fn options(a: &GetArgs) -> Result<GetOptions, String> {
+    let server = addr::resolve_server(&a.server).map_err(|e| e.to_string())?;
+    let mut o = GetOptions::new(server, a.out.clone(), a.items.clone());
+    o.all = a.all;
+    o.interface = Interface::parse(a.interface.as_deref()).map_err(|e| e.to_string())?;
+    o.loss = match &a.emulate_loss {
+        Some(s) => parse_loss(s)?,
+        None => LossSpec::NONE,
+    };
+    o.seed = a.seed;
+    o.ssm = !a.no_ssm;
+    o.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    Ok(o)
+}
+
+pub async fn run(a: GetArgs) -> ExitCode {
+    let opts = match options(&a) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("repocast get: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = tokio::spawn(client::get(opts, Some(tx)));
+    let mut display = Display::new("", true, true);
+    while let Some(p) = rx.recv().await {
+        display.show(&p);
+    }
+    display.finish();
+    let rep = match job.await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            eprintln!("repocast get: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("repocast get: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ok = rep.items.iter().filter(|o| o.result.is_ok()).count();
+    let bytes: u64 = rep
+        .items
+        .iter()
+        .filter(|o| o.result.is_ok())
+        .map(|o| o.size)
+        .sum();
+    println!(
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}",
+        rep.items.len(),
+        bytes as f64 / (1 << 20) as f64,
+        rep.elapsed.as_secs_f64(),
+        rep.datagrams,
+        rep.stats.naks,
+        rep.resumed_blocks,
+        if rep.emulated_losses > 0 {
+            format!(", {} dropped by --emulate-loss", rep.emulated_losses)
+        } else {
+            String::new()
+        }
+    );
+    for o in &rep.items {
+        if let Err(reason) = &o.result {
+            eprintln!("FAILED {}: {reason}", o.name);
+        }
+    }
+    if rep.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+pub async fn ls(a: LsArgs) -> ExitCode {
+    let server = match addr::resolve_server(&a.server) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("repocast ls: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match client::list(server).await {
+        Ok(entries) => {
+            for e in &entries {
+                println!("{:>14}  {}", e.size, e.name);
+            }
+            let total: u64 = entries.iter().map(|e| e.size).sum();
+            println!("{} items, {} bytes", entries.len(), total);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("repocast ls: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
