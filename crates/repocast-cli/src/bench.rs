@@ -16,7 +16,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 256)]
     pub size_mib: u64,
     /// Rate cap (bit/s).
-    #[arg(long, default_value = "3G")]
+    #[arg(long, default_value = "1500M")]
     pub rate: String,
     /// Reliability scheme.
     #[arg(long, default_value = "FEC(0)+R(inf)")]

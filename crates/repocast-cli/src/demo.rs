@@ -25,7 +25,7 @@ pub struct DemoArgs {
     #[arg(long)]
     pub r#virtual: bool,
     /// Reliability scheme.
-    #[arg(long, default_value = "FEC(maxloss+0.02)+R(inf)")]
+    #[arg(long, default_value = "FEC(maxloss+0.02)+R(inf)+notify")]
     pub scheme: String,
     /// Seed for the repository, the requests and the loss.
     #[arg(long, default_value_t = 1)]
@@ -39,7 +39,7 @@ impl Default for DemoArgs {
     fn default() -> Self {
         DemoArgs {
             r#virtual: false,
-            scheme: "FEC(maxloss+0.02)+R(inf)".into(),
+            scheme: "FEC(maxloss+0.02)+R(inf)+notify".into(),
             seed: 1,
             rate: "400M".into(),
         }

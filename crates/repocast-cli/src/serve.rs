@@ -33,17 +33,18 @@ pub struct ServeArgs {
     /// Multicast TTL (hop limit).
     #[arg(long, default_value_t = 1)]
     pub ttl: u32,
-    /// Whole scheme in one string, e.g. "FEC(0.01R)+R(0)+notify" or "ARM";
-    /// overrides --fec, --retransmit and --notify.
-    #[arg(long)]
+    /// Whole scheme in one string, e.g. "FEC(0.01R)+R(0)+notify" or "ARM".
+    /// Default "FEC(maxloss+0.02)+R(inf)+notify", unless --fec,
+    /// --retransmit or --notify build one.
+    #[arg(long, conflicts_with_all = ["fec", "retransmit", "notify"])]
     pub scheme: Option<String>,
-    /// FEC policy: 0.1, 0.01R, 0.2/R, maxloss+0.05, or arm.
-    #[arg(long, default_value = "0.01R")]
-    pub fec: String,
-    /// Retransmission: inf, 0 (reschedule only) or a symbol count p.
-    #[arg(long, default_value = "0")]
-    pub retransmit: String,
-    /// Tell late joiners about the transmission in progress.
+    /// FEC policy: 0.1, 0.01R, 0.2/R, maxloss+0.05, or arm (default maxloss+0.02).
+    #[arg(long)]
+    pub fec: Option<String>,
+    /// Retransmission: inf, 0 (reschedule only) or a symbol count p (default inf).
+    #[arg(long)]
+    pub retransmit: Option<String>,
+    /// Tell late joiners about the transmission in progress (with --fec/--retransmit).
     #[arg(long)]
     pub notify: bool,
     /// Scheduler: rq, rq-fill, fifo, popular, rxw, mad, flat.
@@ -74,13 +75,21 @@ pub struct ServeArgs {
 
 /// Turns the flags into options, or a message for the user.
 pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
-    let scheme_text = match &a.scheme {
-        Some(s) => s.clone(),
-        None if a.fec.eq_ignore_ascii_case("arm") => format!("ARM+R({})", a.retransmit),
-        None => format!("FEC({})+R({})", a.fec, a.retransmit),
+    let scheme: Scheme = match (&a.scheme, &a.fec, &a.retransmit, a.notify) {
+        (Some(s), ..) => s.parse().map_err(|e| format!("{e}"))?,
+        (None, None, None, false) => server::default_scheme(),
+        (None, fec, r, notify) => {
+            let fec = fec.as_deref().unwrap_or("maxloss+0.02");
+            let r = r.as_deref().unwrap_or("inf");
+            let n = if notify { "+notify" } else { "" };
+            let text = if fec.eq_ignore_ascii_case("arm") {
+                format!("ARM+R({r}){n}")
+            } else {
+                format!("FEC({fec})+R({r}){n}")
+            };
+            text.parse().map_err(|e| format!("{e}"))?
+        }
     };
-    let mut scheme: Scheme = scheme_text.parse().map_err(|e| format!("{e}"))?;
-    scheme.notify |= a.notify;
     let scheduler = SchedulerKind::from_name(&a.scheduler).ok_or_else(|| {
         format!(
             "unknown scheduler {:?} (rq, rq-fill, fifo, popular, rxw, mad, flat)",

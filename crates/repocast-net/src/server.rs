@@ -77,7 +77,7 @@ impl ServeOptions {
             interface: Interface::default(),
             ttl: 1,
             rate_bps: 100_000_000,
-            scheme: Scheme::default(),
+            scheme: default_scheme(),
             scheduler: SchedulerKind::Rq,
             code: CodeKind::RaptorQ,
             symbol_size: 1280,
@@ -86,6 +86,18 @@ impl ServeOptions {
             source: None,
             seed: 1,
         }
+    }
+}
+
+/// The real server's default scheme, `FEC(maxloss+0.02)+R(inf)+notify`:
+/// redundancy matched to the worst receiver's measured loss, repair until
+/// done, and late joiners keep what they catch. (The core's default,
+/// FEC(0.01R)+R(0), is the study's best for large anonymous audiences.)
+pub fn default_scheme() -> Scheme {
+    Scheme {
+        fec: repocast_core::policy::FecPolicy::MaxLoss(0.02),
+        retransmit: repocast_core::policy::Retransmit::Always,
+        notify: true,
     }
 }
 
@@ -177,6 +189,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
             source: opts.source,
             rate_bps: opts.rate_bps,
         },
+        loss_aware_repairs: true,
         ..ServerConfig::default()
     };
     let server = Server::new(cfg, repo.infos()).map_err(|e| NetError::Config(e.to_string()))?;
@@ -370,8 +383,8 @@ impl Pump {
                     buf.clear();
                     a.emit(buf);
                     // The announcement channel must be reliable enough: send
-                    // each twice (clients ignore the duplicate).
-                    for _ in 0..2 {
+                    // each three times (clients ignore duplicates).
+                    for _ in 0..3 {
                         if let Err(e) = self.announce.send_to(buf, self.announce_group).await {
                             tracing::warn!("announce send: {e}");
                         }

@@ -40,7 +40,7 @@ impl Default for ClientConfig {
             seed: 1,
             payloads: true,
             name: "client".into(),
-            end_grace: Duration::from_millis(500),
+            end_grace: Duration::from_millis(200),
         }
     }
 }
@@ -103,6 +103,8 @@ pub struct Client {
     early: VecDeque<DataRepr>,
     /// Items whose early data waits to be replayed.
     replay: Vec<ItemId>,
+    /// The transmission last heard on the data channel.
+    on_air: Option<(ItemId, TransmissionId)>,
     stats: ClientStats,
     done: bool,
     /// Cached earliest deadline; `None` when it must be recomputed. Every
@@ -128,6 +130,7 @@ impl Client {
             last_announce: None,
             early: VecDeque::new(),
             replay: Vec::new(),
+            on_air: None,
             stats: ClientStats::default(),
             done: false,
             deadline: std::cell::Cell::new(None),
@@ -532,6 +535,23 @@ impl Client {
     /// A data packet. Returns true if it was useful.
     pub fn handle_data(&mut self, now: Instant, p: &DataRepr) -> bool {
         self.flush_replay(now);
+        // One transmission is on air at a time: a packet of a later one
+        // ends the one we were hearing (its end announcement may be lost).
+        if self.session.is_none_or(|s| s == p.session) {
+            if let Some((item, tid)) = self.on_air.filter(|(_, t)| p.transmission > *t) {
+                let hearing = self
+                    .items
+                    .get(&item)
+                    .and_then(|i| i.listening.as_ref())
+                    .is_some_and(|l| l.id == tid && !l.ended);
+                if hearing {
+                    self.end_listening(now, item);
+                }
+            }
+            if self.on_air.is_none_or(|(_, t)| p.transmission >= t) {
+                self.on_air = Some((p.item, p.transmission));
+            }
+        }
         let useful = self.data(now, p);
         if let Some(probe) = p.probe {
             self.on_probe(p, probe);

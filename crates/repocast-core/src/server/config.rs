@@ -39,6 +39,11 @@ pub struct ServerConfig {
     /// How long past a transmission's end plus the NAK window the server
     /// waits for a receiver's report before rescheduling the item for it.
     pub report_timeout: Duration,
+    /// Size each repair so the NAKing client is expected to finish in one
+    /// round (its need divided by its estimated delivery rate, plus one),
+    /// instead of the study's "largest NAK" exactly. Off by default (the
+    /// simulator reproduces the study); the network server turns it on.
+    pub loss_aware_repairs: bool,
     /// ARM sender parameters (used with the `ARM` scheme).
     pub arm: crate::policy::arm::ArmParams,
     /// ARM's round-trip estimate before the first probe echo.
@@ -65,6 +70,7 @@ impl Default for ServerConfig {
             payloads: true,
             seed: 1,
             report_timeout: Duration::from_secs(2),
+            loss_aware_repairs: false,
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),
             channels: Default::default(),

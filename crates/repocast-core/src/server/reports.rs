@@ -239,9 +239,18 @@ impl Server {
                     &mut self.repairs[last]
                 }
             };
+            // Optionally sized so this client is expected to finish in one
+            // round: its need over the share of packets it receives.
+            let loss = self.clients.get(&client).map_or(0.0, |c| c.loss()).min(0.9);
+            let aware = self.cfg.loss_aware_repairs;
             for n in &nak.needs {
+                let want = if aware && n.count > 0 {
+                    ((n.count as f64 / (1.0 - loss)).ceil() as u32).saturating_add(1)
+                } else {
+                    n.count
+                };
                 let e = job.counts.entry(n.block.0).or_insert(0);
-                *e = (*e).max(n.count);
+                *e = (*e).max(want);
                 job.missing
                     .entry(n.block.0)
                     .or_default()

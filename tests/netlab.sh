@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# End-to-end through ../shared/netlab/netlab: a server and 3 clients in
+# network namespaces on a bridge, kernel-level multicast loss 5%, 5% and 50%
+# on the clients' links. Serves a 32 MiB file plus small ones, fetches them
+# all on every client, checks the files byte for byte, and prints each
+# client's completion time against the ideal size / (rate x (1 - loss)).
+# Skips (exit 0 with a message) unless run as root with network namespaces.
+#
+#   tests/netlab.sh                 # defaults below
+#   SCHEME="FEC(0.01R)+R(0)" RATE=100M SIZE_MIB=32 tests/netlab.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+NETLAB=${NETLAB:-../shared/netlab/netlab}
+SCHEME=${SCHEME:-"FEC(maxloss+0.02)+R(inf)+notify"}
+RATE=${RATE:-100M}
+SIZE_MIB=${SIZE_MIB:-32}
+LOSSES=${LOSSES:-0.05,0.05,0.5}
+NAME=rcl$$
+
+if [ "$(id -u)" != 0 ]; then echo "netlab.sh: skipped (needs root)"; exit 0; fi
+if [ ! -x "$NETLAB" ] && [ ! -f "$NETLAB" ]; then echo "netlab.sh: skipped ($NETLAB not found)"; exit 0; fi
+if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab.sh: skipped (no network namespaces)"; exit 0; fi
+ip netns del "${NAME}probe"
+
+cargo build --release -q -p repocast-cli
+BIN=$PWD/target/release/repocast
+WORK=$(mktemp -d)
+cleanup() {
+  [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null || true
+  python3 "$NETLAB" --name "$NAME" down >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/repo/docs"
+head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
+for i in 1 2 3 4 5; do head -c $((i * 37000)) /dev/urandom > "$WORK/repo/docs/f$i"; done
+: > "$WORK/repo/docs/empty"
+
+python3 "$NETLAB" --name "$NAME" up --clients 3 --client-loss "$LOSSES" >/dev/null
+python3 "$NETLAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 \
+  --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" > "$WORK/server.log" 2>&1 &
+SERVER_PID=$!
+for _ in $(seq 1 100); do
+  python3 "$NETLAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 >/dev/null 2>&1 && break
+  sleep 0.1
+done
+
+IFS=, read -r -a loss <<< "$LOSSES"
+pids=()
+for c in 1 2 3; do
+  ( start=$(date +%s.%N)
+    python3 "$NETLAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --interface eth0 \
+      --out "$WORK/out$c" --all > "$WORK/c$c.log" 2>&1
+    echo $? > "$WORK/c$c.rc"
+    end=$(date +%s.%N)
+    echo "$start $end" > "$WORK/c$c.time" ) &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+
+bytes=$(du -sb --apparent-size "$WORK/repo" | cut -f1)
+rate_bps=$("$BIN" --version >/dev/null; python3 -c "
+s='$RATE'; m={'k':1e3,'K':1e3,'m':1e6,'M':1e6,'g':1e9,'G':1e9}
+print(float(s[:-1])*m[s[-1]] if s[-1] in m else float(s))")
+fail=0
+echo "scheme $SCHEME, rate $RATE, $bytes bytes, client loss $LOSSES"
+for c in 1 2 3; do
+  rc=$(cat "$WORK/c$c.rc")
+  read -r start end < "$WORK/c$c.time"
+  ok=yes
+  if [ "$rc" != 0 ] || ! diff -r "$WORK/repo" "$WORK/out$c" --exclude=.repocast >/dev/null; then ok=NO; fail=1; fi
+  python3 -c "
+t=$end-$start; p=${loss[$((c-1))]}; ideal=$bytes*8/($rate_bps*(1-p))
+print(f'client c$c loss {p:.2f}: {t:.2f} s, ideal {ideal:.2f} s, ratio {t/ideal:.2f}, files identical: $ok')"
+done
+tail -n 3 "$WORK/c3.log" | sed 's/^/  c3: /'
+exit $fail
