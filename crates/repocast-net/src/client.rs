@@ -16,7 +16,7 @@ use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::wire::control::{CatalogueEntry, Channels};
 use repocast_core::wire::frame::{FrameDecoder, encode_frame};
 use repocast_core::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,6 +48,47 @@ pub struct GetOptions {
     pub idle_timeout: Duration,
     /// Verified bytes between journal commits ([`crate::store::JOURNAL_BATCH`]).
     pub journal_batch: u64,
+    /// Bytes of partially received blocks kept in memory; beyond it the
+    /// least recently fed blocks go to a spill file ([`MEMORY_BUDGET`]).
+    pub memory_budget: u64,
+}
+
+/// Default memory for partially received blocks.
+pub const MEMORY_BUDGET: u64 = 64 << 20;
+
+/// Keeps partially received blocks within `budget` bytes: when over it,
+/// moves the least recently fed blocks' symbols to the store's spill file
+/// until half the budget is in use.
+fn evict(
+    client: &mut Client,
+    store: &mut Store,
+    lru: &mut HashMap<(ItemId, u32), u64>,
+    symbol_sizes: &HashMap<ItemId, u64>,
+    budget: u64,
+) -> Result<u64, NetError> {
+    let held = |c: &Client, (i, b): (ItemId, u32)| {
+        c.held_symbols(i, b) as u64 * symbol_sizes.get(&i).copied().unwrap_or(0)
+    };
+    let mut total: u64 = lru.keys().map(|k| held(client, *k)).sum();
+    if total <= budget {
+        return Ok(0);
+    }
+    let mut spilled = 0;
+    let mut order: Vec<((ItemId, u32), u64)> = lru.iter().map(|(k, v)| (*k, *v)).collect();
+    order.sort_by_key(|(_, t)| *t);
+    for (key, _) in order {
+        if total <= budget / 2 {
+            break;
+        }
+        let bytes = held(client, key);
+        if let Some(syms) = client.evict(key.0, key.1) {
+            store.spill(key.0, key.1, &syms)?;
+            total = total.saturating_sub(bytes);
+            spilled += 1;
+        }
+        lru.remove(&key);
+    }
+    Ok(spilled)
 }
 
 impl GetOptions {
@@ -64,6 +105,7 @@ impl GetOptions {
             ssm: true,
             idle_timeout: Duration::from_secs(60),
             journal_batch: crate::store::JOURNAL_BATCH,
+            memory_budget: MEMORY_BUDGET,
         }
     }
 }
@@ -114,6 +156,8 @@ pub struct GetReport {
     pub malformed: u64,
     /// Blocks taken from a previous run's journal.
     pub resumed_blocks: u64,
+    /// Partial blocks moved to disk to stay within the memory budget.
+    pub spilled_blocks: u64,
 }
 
 impl GetReport {
@@ -274,6 +318,7 @@ pub async fn get(
             emulated_losses: 0,
             malformed: 0,
             resumed_blocks: 0,
+            spilled_blocks: 0,
         });
     }
     client.request(
@@ -287,6 +332,11 @@ pub async fn get(
     let mut abuf = vec![0u8; 65536];
     let mut tcp_buf = vec![0u8; 64 << 10];
     let mut last_heard = std::time::Instant::now();
+    // Partial blocks in memory, by when they last gained a symbol.
+    let mut lru: HashMap<(ItemId, u32), u64> = HashMap::new();
+    let mut tick = 0u64;
+    let mut spilled = 0u64;
+    let mut symbol_sizes: HashMap<ItemId, u64> = HashMap::new();
     loop {
         // Drain the core: messages to the server, events to disk.
         while let Some(m) = client.poll_transmit() {
@@ -298,6 +348,7 @@ pub async fn get(
                 ClientEvent::Welcome(_) | ClientEvent::Done => {}
                 ClientEvent::Manifest(m) => {
                     sizes.insert(m.item, (m.name.clone(), m.size));
+                    symbol_sizes.insert(m.item, m.fec.symbol_size as u64);
                     match store.open(&m) {
                         Ok(Resume::Complete) => {
                             let layout = repocast_core::fec::layout::Layout::new(m.size, &m.fec)
@@ -335,13 +386,16 @@ pub async fn get(
                     block,
                     offset,
                     data,
-                } => match store.write_block(item, block, offset, &data) {
-                    Ok(()) => report(Progress::Bytes {
-                        item,
-                        bytes: data.len() as u64,
-                    }),
-                    Err(e) => client.abandon(item, e.to_string()),
-                },
+                } => {
+                    lru.remove(&(item, block));
+                    match store.write_block(item, block, offset, &data) {
+                        Ok(()) => report(Progress::Bytes {
+                            item,
+                            bytes: data.len() as u64,
+                        }),
+                        Err(e) => client.abandon(item, e.to_string()),
+                    }
+                }
                 ClientEvent::ItemAssembled(item) => {
                     let ok = match store.finish(item) {
                         Ok(ok) => ok,
@@ -424,8 +478,19 @@ pub async fn get(
                             continue;
                         }
                         match DataRepr::parse(&dbuf[..n]) {
-                            Ok(p) => {
-                                client.handle_data(core_now(start), &p);
+                                                        Ok(p) => {
+                                let key = (p.item, p.block.0);
+                                if store.is_spilled(p.item, p.block.0) {
+                                    let syms = store.unspill(p.item, p.block.0)?;
+                                    client.restore(p.item, p.block.0, syms);
+                                }
+                                if client.handle_data(core_now(start), &p) {
+                                    tick += 1;
+                                    lru.insert(key, tick);
+                                }
+                                if tick % 256 == 0 {
+                                    spilled += evict(&mut client, &mut store, &mut lru, &symbol_sizes, opts.memory_budget)?;
+                                }
                             }
                             Err(_) => malformed += 1,
                         }
@@ -474,5 +539,6 @@ pub async fn get(
         emulated_losses: dropped,
         malformed,
         resumed_blocks: resumed,
+        spilled_blocks: spilled,
     })
 }

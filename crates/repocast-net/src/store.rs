@@ -75,6 +75,11 @@ struct Partial {
     /// Blocks written but not yet made durable and journaled.
     pending: Vec<u32>,
     pending_bytes: u64,
+    /// Symbols of partial blocks kept on disk: file, and per block the
+    /// (offset, length) of each record.
+    spill: Option<(PathBuf, File)>,
+    spilled: HashMap<u32, Vec<(u64, u32)>>,
+    spill_len: u64,
 }
 
 /// Verified bytes written before the data is fsynced and the journal
@@ -127,7 +132,14 @@ impl Store {
     /// match their hashes).
     pub fn open(&mut self, m: &ManifestEntry) -> Result<Resume, NetError> {
         let final_path = safe_path(&self.root, &m.name)?;
-        let key = format!("{}-{}", hex(&m.hash[..16]), m.size);
+        // Keyed by name and content, so two items with equal bytes never share
+        // a temporary file, and a rerun finds its own journal.
+        let key = format!(
+            "{}-{}-{}",
+            hex(&blake3::hash(m.name.as_bytes()).as_bytes()[..8]),
+            hex(&m.hash[..8]),
+            m.size
+        );
         let tmp = self.partial_dir.join(format!("{key}.part"));
         let journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut p = Partial {
@@ -140,6 +152,9 @@ impl Store {
             size: m.size,
             pending: Vec::new(),
             pending_bytes: 0,
+            spill: None,
+            spilled: HashMap::new(),
+            spill_len: 0,
         };
         if fs::metadata(&p.final_path).is_ok_and(|x| x.is_file() && x.len() == m.size)
             && hash_file(&p.final_path)? == m.hash
@@ -221,6 +236,88 @@ impl Store {
         Ok(())
     }
 
+    /// Keeps the symbols of a partially received block on disk (records of
+    /// id u32, length u32, bytes, appended to the item's spill file).
+    pub fn spill(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        symbols: &[(u32, Vec<u8>)],
+    ) -> Result<(), NetError> {
+        let p = self
+            .items
+            .get_mut(&item)
+            .ok_or_else(|| NetError::Protocol("spill of an unopened item".into()))?;
+        if p.spill.is_none() {
+            let path = p.tmp.with_extension("spill");
+            let f = OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .read(true)
+                .write(true)
+                .open(&path)
+                .map_err(|e| NetError::file(&path, e))?;
+            p.spill = Some((path, f));
+            p.spill_len = 0;
+        }
+        let Some((path, f)) = p.spill.as_mut() else {
+            return Ok(());
+        };
+        let mut buf = Vec::new();
+        for (esi, bytes) in symbols {
+            buf.extend_from_slice(&esi.to_le_bytes());
+            buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+            buf.extend_from_slice(bytes);
+        }
+        f.write_all_at(&buf, p.spill_len)
+            .map_err(|e| NetError::file(&*path, e))?;
+        p.spilled
+            .entry(block)
+            .or_default()
+            .push((p.spill_len, buf.len() as u32));
+        p.spill_len += buf.len() as u64;
+        Ok(())
+    }
+
+    /// Whether block `block` of `item` has symbols on disk.
+    pub fn is_spilled(&self, item: ItemId, block: u32) -> bool {
+        self.items
+            .get(&item)
+            .is_some_and(|p| p.spilled.contains_key(&block))
+    }
+
+    /// Reads back (and forgets) the spilled symbols of a block.
+    pub fn unspill(&mut self, item: ItemId, block: u32) -> Result<Vec<(u32, Vec<u8>)>, NetError> {
+        let Some(p) = self.items.get_mut(&item) else {
+            return Ok(Vec::new());
+        };
+        let (Some(records), Some((path, f))) = (p.spilled.remove(&block), p.spill.as_ref()) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for (off, len) in records {
+            let mut buf = vec![0u8; len as usize];
+            f.read_exact_at(&mut buf, off)
+                .map_err(|e| NetError::file(path, e))?;
+            let mut i = 0;
+            while i + 8 <= buf.len() {
+                let esi = u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+                let n =
+                    u32::from_le_bytes([buf[i + 4], buf[i + 5], buf[i + 6], buf[i + 7]]) as usize;
+                let Some(bytes) = buf.get(i + 8..i + 8 + n) else {
+                    break;
+                };
+                out.push((esi, bytes.to_vec()));
+                i += 8 + n;
+            }
+        }
+        if p.spilled.is_empty() {
+            // Nothing on disk is needed any more: start the file over.
+            p.spill_len = 0;
+        }
+        Ok(out)
+    }
+
     /// Every block is in: checks the whole hash, then fsyncs and renames the
     /// file into place. Returns whether it verified (a mismatch discards the
     /// temporary file and journal).
@@ -229,6 +326,9 @@ impl Store {
             .items
             .remove(&item)
             .ok_or_else(|| NetError::Protocol("finish of an unopened item".into()))?;
+        if let Some((path, _)) = &p.spill {
+            let _ = fs::remove_file(path);
+        }
         if p.file.is_none() {
             return Ok(true); // the final file was already there and verified
         }

@@ -362,3 +362,59 @@ async fn metrics_and_status_are_served_while_running() {
     );
     srv.stop().await.expect("stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn items_with_identical_content_each_arrive() {
+    let repo = tempfile::tempdir().expect("tmp");
+    for n in ["a/same", "b/same", "c"] {
+        std::fs::create_dir_all(repo.path().join(n).parent().expect("parent")).expect("mkdir");
+        std::fs::write(repo.path().join(n), vec![7u8; 300_000]).expect("write");
+    }
+    let srv = server::start(serve_opts(repo.path(), "FEC(0.02)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(
+        get_opts(
+            srv.request_addr,
+            out.path(),
+            &["a/same", "b/same", "c"],
+            0.1,
+            1,
+        ),
+        None,
+    )
+    .await
+    .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    for n in ["a/same", "b/same", "c"] {
+        assert!(same(&repo.path().join(n), &out.path().join(n)), "{n}");
+    }
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_memory_budget_spills_partial_blocks_and_still_verifies() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("big", 8_000_000)], 8);
+    // No FEC up front and 20% loss: every block is partial after the first
+    // pass, far more than the 1 MiB budget holds.
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let mut o = get_opts(srv.request_addr, out.path(), &["big"], 0.2, 3);
+    o.memory_budget = 1 << 20;
+    let rep = client::get(o, None).await.expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert!(same(&repo.path().join("big"), &out.path().join("big")));
+    assert!(rep.spilled_blocks > 0, "blocks were spilled");
+    assert_eq!(
+        std::fs::read_dir(out.path().join(".repocast/partial"))
+            .expect("dir")
+            .count(),
+        0,
+        "spill removed"
+    );
+    srv.stop().await.expect("stop");
+}

@@ -64,6 +64,8 @@ pub struct ItemRx {
     pub corrupt_blocks: u32,
     /// Item-done report held until the driver confirms the whole hash.
     pub done_report: Option<crate::wire::ClientMsg>,
+    /// Symbols held by blocks the driver evicted to disk, per block.
+    pub evicted: std::collections::HashMap<u32, u32>,
 }
 
 impl Default for ItemRx {
@@ -87,6 +89,7 @@ impl ItemRx {
             report_due: None,
             corrupt_blocks: 0,
             done_report: None,
+            evicted: Default::default(),
         }
     }
 
@@ -130,7 +133,13 @@ impl ItemRx {
                 let k = layout.block_symbols(b);
                 let (count, missing) = match &self.decoders[b as usize] {
                     Some(d) => (d.needed(), if lists { d.missing() } else { Vec::new() }),
-                    None => (k, if lists { (0..k).collect() } else { Vec::new() }),
+                    None => {
+                        let held = self.evicted.get(&b).copied().unwrap_or(0);
+                        (
+                            k.saturating_sub(held),
+                            if lists { (0..k).collect() } else { Vec::new() },
+                        )
+                    }
                 };
                 BlockNeed {
                     block: BlockId(b),

@@ -184,6 +184,12 @@ pub trait BlockDecoder: Send {
     /// Decodes if possible: `Some(block bytes)` in payload mode, `Some(empty)`
     /// in accounting mode; `None` while more symbols are needed.
     fn try_decode(&mut self) -> Option<Vec<u8>>;
+    /// Hands over the symbols held so far (id, bytes) and forgets them, so a
+    /// driver can keep them on disk; `None` if this decoder cannot (the
+    /// XOR and exact baselines, accounting mode, or a block about to decode).
+    fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
+        None
+    }
 }
 
 /// A set of symbol ids, as a growable bitmap.

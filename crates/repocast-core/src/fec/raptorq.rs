@@ -92,6 +92,10 @@ pub struct RaptorQDecoder {
     k: u32,
     symbol_size: usize,
     held: IdSet,
+    payloads: bool,
+    /// Symbols kept until K are held; then raptorq's decoder is built and
+    /// fed. Until then the block can be evicted (spilled to disk).
+    pending: Vec<(u32, Vec<u8>)>,
     inner: Option<SourceBlockDecoder>,
     result: Option<Vec<u8>>,
     overhead: u32,
@@ -102,9 +106,7 @@ impl RaptorQDecoder {
     /// A decoder for a block of `k` symbols.
     pub fn new(k: u32, symbol_size: u16, payloads: bool, rng: &mut Rng) -> Self {
         let k = k.clamp(1, MAX_K);
-        let inner = payloads.then(|| {
-            SourceBlockDecoder::new(0, &oti(k, symbol_size), k as u64 * symbol_size as u64)
-        });
+
         let u = rng.next_f64();
         let overhead = if u < FAIL_AT_K1 {
             2
@@ -117,7 +119,9 @@ impl RaptorQDecoder {
             k,
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            inner,
+            payloads,
+            pending: Vec::new(),
+            inner: None,
             result: None,
             overhead,
             decoded: false,
@@ -130,23 +134,34 @@ impl BlockDecoder for RaptorQDecoder {
         if self.decoded || esi > crate::wire::data::MAX_SYMBOL_ID {
             return false;
         }
-        if self.inner.is_some() && payload.is_none_or(|p| p.len() != self.symbol_size) {
+        if self.payloads && payload.is_none_or(|p| p.len() != self.symbol_size) {
             return false;
         }
         if !self.held.insert(esi) {
             return false;
         }
-        match (self.inner.as_mut(), payload) {
-            (Some(dec), Some(p)) => {
-                // The symbol is validated (length, id range, fresh id), so
-                // raptorq's asserts cannot fire.
-                let pkt = EncodingPacket::new(PayloadId::new(0, esi), p.to_vec());
-                if let Some(bytes) = dec.decode(std::iter::once(pkt)) {
+        match payload.filter(|_| self.payloads) {
+            Some(p) => {
+                self.pending.push((esi, p.to_vec()));
+                if self.held.len() < self.k {
+                    return true;
+                }
+                let (k, t) = (self.k, self.symbol_size as u16);
+                let dec = self.inner.get_or_insert_with(|| {
+                    SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64)
+                });
+                // Every symbol is validated (length, id range, fresh id),
+                // so raptorq's asserts cannot fire.
+                let pkts = self
+                    .pending
+                    .drain(..)
+                    .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
+                if let Some(bytes) = dec.decode(pkts) {
                     self.decoded = true;
                     self.result = Some(bytes);
                 }
             }
-            _ => {
+            None => {
                 if self.held.len() >= self.k + self.overhead {
                     self.decoded = true;
                     self.result = Some(Vec::new());
@@ -173,6 +188,15 @@ impl BlockDecoder for RaptorQDecoder {
 
     fn try_decode(&mut self) -> Option<Vec<u8>> {
         self.result.take()
+    }
+
+    fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
+        // Only before raptorq has them (fewer than K held).
+        if !self.payloads || self.decoded || self.inner.is_some() {
+            return None;
+        }
+        self.held = IdSet::default();
+        Some(std::mem::take(&mut self.pending))
     }
 }
 

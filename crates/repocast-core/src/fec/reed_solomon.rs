@@ -178,4 +178,12 @@ impl BlockDecoder for RsDecoder {
         self.symbols.clear();
         Some(out)
     }
+
+    fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
+        if !self.payloads || self.decoded {
+            return None;
+        }
+        self.held = IdSet::default();
+        Some(std::mem::take(&mut self.symbols).into_iter().collect())
+    }
 }
