@@ -5,13 +5,14 @@
 //! core's in-process harness. No protocol logic lives here.
 
 mod bench;
+mod config;
 mod demo;
 mod get;
 mod progress;
 mod serve;
 mod virtual_demo;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -57,7 +58,12 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
+    let serve_matches = matches.subcommand_matches("serve").cloned();
     let command = cli
         .command
         .unwrap_or(Command::Demo(demo::DemoArgs::default()));
@@ -72,7 +78,7 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match command {
-            Command::Serve(a) => serve::run(*a).await,
+            Command::Serve(a) => serve::run(*a, serve_matches).await,
             Command::Get(a) => get::run(a).await,
             Command::Ls(a) => get::ls(a).await,
             Command::Demo(a) => demo::run(a).await,

@@ -13,8 +13,11 @@ use std::process::ExitCode;
 /// Options of `repocast serve`.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The repository: every regular file under it is an item.
-    pub dir: PathBuf,
+    /// The repository: every regular file under it is an item (or `dir` in --config).
+    pub dir: Option<PathBuf>,
+    /// A TOML file with any of these settings (flags given here win).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
     /// Data rate cap in bit/s (100M, 1G, 250k).
     #[arg(long, default_value = "100M")]
     pub rate: String,
@@ -98,7 +101,11 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     })?;
     let code = CodeKind::from_name(&a.code)
         .ok_or_else(|| format!("unknown code {:?} (raptorq, rs, xor, exact)", a.code))?;
-    let mut o = ServeOptions::new(a.dir.clone());
+    let dir = a
+        .dir
+        .clone()
+        .ok_or("give the repository folder (DIR, or dir in --config)")?;
+    let mut o = ServeOptions::new(dir);
     o.rate_bps = addr::parse_rate(&a.rate).map_err(|e| e.to_string())?;
     o.interface = Interface::parse(a.interface.as_deref()).map_err(|e| e.to_string())?;
     o.listen = a.listen;
@@ -116,7 +123,14 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     Ok(o)
 }
 
-pub async fn run(a: ServeArgs) -> ExitCode {
+pub async fn run(mut a: ServeArgs, matches: Option<clap::ArgMatches>) -> ExitCode {
+    if let (Some(path), Some(m)) = (a.config.clone(), matches.as_ref()) {
+        if let Err(e) = crate::config::apply(&path, &mut a, m) {
+            eprintln!("repocast serve: {e}");
+            return ExitCode::from(2);
+        }
+    }
+
     let opts = match options(&a) {
         Ok(o) => o,
         Err(e) => {

@@ -418,3 +418,19 @@ async fn a_small_memory_budget_spills_partial_blocks_and_still_verifies() {
     );
     srv.stop().await.expect("stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_specific_joins_receive_from_the_named_source() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 500_000)], 9);
+    let mut o = serve_opts(repo.path(), "FEC(0.02)+R(inf)");
+    o.source = Some(Ipv4Addr::LOCALHOST.into());
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let g = get_opts(srv.request_addr, out.path(), &["f"], 0.0, 1);
+    assert!(g.ssm, "SSM is the default when the server names its source");
+    let rep = client::get(g, None).await.expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}
