@@ -64,6 +64,11 @@ pub struct ServeOptions {
     pub source: Option<IpAddr>,
     /// Seed for the core's random choices.
     pub seed: u64,
+    /// NAK delay window the server starts from (it widens it under load).
+    pub nak_window: (Duration, Duration),
+    /// How long past a transmission's end (plus the NAK window) a silent
+    /// receiver is waited for before its item is rescheduled.
+    pub report_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -85,6 +90,8 @@ impl ServeOptions {
             metrics: Some((Ipv4Addr::UNSPECIFIED, addr::METRICS_PORT).into()),
             source: None,
             seed: 1,
+            nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
+            report_timeout: Duration::from_millis(500),
         }
     }
 }
@@ -190,6 +197,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
             rate_bps: opts.rate_bps,
         },
         loss_aware_repairs: true,
+        nak_window: opts.nak_window,
+        report_timeout: opts.report_timeout,
         ..ServerConfig::default()
     };
     let server = Server::new(cfg, repo.infos()).map_err(|e| NetError::Config(e.to_string()))?;

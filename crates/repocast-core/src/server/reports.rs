@@ -3,6 +3,7 @@
 //! NAKs (answered by repair or rescheduling, per the retransmission policy)
 //! and item-done.
 
+use super::transmission::{Esis, Segment};
 use super::{RepairJob, Server, ServerEvent, Transmit};
 use crate::wire::control::MAX_CATALOGUE_ENTRIES;
 use crate::wire::{AnnounceKind, ClientMsg, ItemSel, NakRepr, ServerMsg};
@@ -217,16 +218,59 @@ impl Server {
             // others); its new need is recorded, nothing else to do.
             return;
         }
+        // Optionally sized so this client is expected to finish in one
+        // round: its need over the share of packets it receives.
+        let loss = self.clients.get(&client).map_or(0.0, |c| c.loss()).min(0.9);
+        let aware = self.cfg.loss_aware_repairs;
+        let wants: Vec<(u32, u32)> = nak
+            .needs
+            .iter()
+            .map(|n| {
+                let want = if aware && n.count > 0 {
+                    ((n.count as f64 / (1.0 - loss)).ceil() as u32).saturating_add(1)
+                } else {
+                    n.count
+                };
+                (n.block.0, want)
+            })
+            .collect();
+        let repairs = self.cfg.scheme.retransmit.repairs(nak.total_needed());
         // A newer transmission of this item is on air: the client listens to
-        // it and will report again after it; this NAK is superseded.
-        if self
+        // it. A scheduled send supersedes the NAK (the client reports again
+        // after it); a running repair takes the NAK in: whatever this client
+        // still needs beyond what the repair plans is appended to it.
+        let newer = self
             .current
             .as_ref()
-            .is_some_and(|t| t.item == item && t.id.0 > nak.transmission.0)
-        {
+            .filter(|t| t.item == item && t.id.0 > nak.transmission.0);
+        if let Some(t) = newer {
+            if t.kind != AnnounceKind::Repair || t.arm.is_some() || !repairs {
+                return;
+            }
+            let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;
+            let mut extra = Vec::new();
+            for (n, &(block, want)) in nak.needs.iter().zip(&wants) {
+                let planned = self.current.as_ref().map_or(0, |t| t.planned(block));
+                if lists_ids {
+                    if planned == 0 && !n.missing.is_empty() {
+                        extra.push(Segment {
+                            block,
+                            esis: Esis::List(n.missing.clone()),
+                        });
+                    }
+                } else if want > planned {
+                    let esis = self.alloc(item, block, want - planned);
+                    extra.push(Segment { block, esis });
+                }
+            }
+            if let Some(t) = self.current.as_mut() {
+                for seg in extra {
+                    t.append(seg);
+                }
+            }
             return;
         }
-        if self.cfg.scheme.retransmit.repairs(nak.total_needed()) {
+        if repairs {
             let job = match self.repairs.iter_mut().position(|j| j.item == item) {
                 Some(i) => &mut self.repairs[i],
                 None => {
@@ -239,20 +283,11 @@ impl Server {
                     &mut self.repairs[last]
                 }
             };
-            // Optionally sized so this client is expected to finish in one
-            // round: its need over the share of packets it receives.
-            let loss = self.clients.get(&client).map_or(0.0, |c| c.loss()).min(0.9);
-            let aware = self.cfg.loss_aware_repairs;
-            for n in &nak.needs {
-                let want = if aware && n.count > 0 {
-                    ((n.count as f64 / (1.0 - loss)).ceil() as u32).saturating_add(1)
-                } else {
-                    n.count
-                };
-                let e = job.counts.entry(n.block.0).or_insert(0);
+            for (n, &(block, want)) in nak.needs.iter().zip(&wants) {
+                let e = job.counts.entry(block).or_insert(0);
                 *e = (*e).max(want);
                 job.missing
-                    .entry(n.block.0)
+                    .entry(block)
                     .or_default()
                     .extend(n.missing.iter().copied());
             }

@@ -182,6 +182,29 @@ impl Transmission {
         t
     }
 
+    /// Symbols the plan sends (or has sent) from `block`.
+    pub fn planned(&self, block: u32) -> u32 {
+        self.plan
+            .iter()
+            .filter(|s| s.block == block)
+            .map(|s| s.esis.len())
+            .sum()
+    }
+
+    /// Appends a segment to a running (non-ARM) transmission: coalescing a
+    /// NAK into a repair that is on air.
+    pub fn append(&mut self, seg: Segment) {
+        let n = seg.esis.len();
+        if n == 0 || self.arm.is_some() {
+            return;
+        }
+        let last = (self.first_block + self.block_count).max(seg.block + 1);
+        self.first_block = self.first_block.min(seg.block);
+        self.block_count = last - self.first_block;
+        self.total += n;
+        self.plan.push(seg);
+    }
+
     /// Whether every packet has been produced.
     pub fn finished(&self) -> bool {
         match &self.arm {
