@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicU16, Ordering};
 fn groups() -> (SocketAddr, SocketAddr) {
     static NEXT: AtomicU16 = AtomicU16::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let base = 20000 + (std::process::id() as u16 % 200) * 100 + n * 2;
+    // Below the ephemeral range (32768+), where senders bind.
+    let base = 10000 + (std::process::id() as u16 % 100) * 200 + n * 2;
     let g = (std::process::id() % 250) as u8;
     (
         (Ipv4Addr::new(239, 255, g, 10 + 2 * n as u8), base).into(),
