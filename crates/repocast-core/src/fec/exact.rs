@@ -59,10 +59,8 @@ impl ExactDecoder {
 
 impl BlockDecoder for ExactDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        if self.decoded || esi >= self.k {
-            return false;
-        }
-        if self.payloads && payload.is_none_or(|p| p.len() != self.symbol_size) {
+        if self.decoded || !super::admissible(esi, self.k, self.payloads, payload, self.symbol_size)
+        {
             return false;
         }
         if !self.held.insert(esi) {

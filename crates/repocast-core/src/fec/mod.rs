@@ -192,6 +192,18 @@ pub trait BlockDecoder: Send {
     }
 }
 
+/// The checks every decoder makes before taking a symbol: its id is below
+/// `space`, and with payloads it carries exactly `symbol_size` bytes.
+pub(crate) fn admissible(
+    esi: u32,
+    space: u32,
+    payloads: bool,
+    payload: Option<&[u8]>,
+    symbol_size: usize,
+) -> bool {
+    esi < space && (!payloads || payload.is_some_and(|p| p.len() == symbol_size))
+}
+
 /// A set of symbol ids, as a growable bitmap.
 #[derive(Debug, Clone, Default)]
 pub struct IdSet {

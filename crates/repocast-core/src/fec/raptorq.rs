@@ -131,10 +131,9 @@ impl RaptorQDecoder {
 
 impl BlockDecoder for RaptorQDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        if self.decoded || esi > crate::wire::data::MAX_SYMBOL_ID {
-            return false;
-        }
-        if self.payloads && payload.is_none_or(|p| p.len() != self.symbol_size) {
+        let space = crate::wire::data::MAX_SYMBOL_ID + 1;
+        if self.decoded || !super::admissible(esi, space, self.payloads, payload, self.symbol_size)
+        {
             return false;
         }
         if !self.held.insert(esi) {

@@ -138,10 +138,8 @@ impl RsDecoder {
 
 impl BlockDecoder for RsDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        if self.decoded || esi >= self.n {
-            return false;
-        }
-        if self.payloads && payload.is_none_or(|p| p.len() != self.symbol_size) {
+        if self.decoded || !super::admissible(esi, self.n, self.payloads, payload, self.symbol_size)
+        {
             return false;
         }
         if !self.held.insert(esi) {

@@ -238,26 +238,7 @@ impl Transmission {
         if let Some(src) = source {
             if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
                 self.encoder = None;
-                let k = layout.block_symbols(block);
-                let t = layout.symbol_size() as usize;
-                let mut data = Vec::with_capacity(k as usize * t);
-                src.read(
-                    self.item,
-                    layout.block_offset(block),
-                    layout.block_len(block) as usize,
-                    &mut data,
-                )
-                .map_err(ReadFailed)?;
-                if data.len() as u64 != layout.block_len(block) {
-                    return Err(ReadFailed(format!(
-                        "{}: short read of block {block}",
-                        info.name
-                    )));
-                }
-                data.resize(k as usize * t, 0);
-                let enc = code
-                    .encoder(k, layout.symbol_size(), data)
-                    .map_err(|e| ReadFailed(e.to_string()))?;
+                let enc = load_encoder(self.item, block, info, layout, code, src)?;
                 self.encoder = Some((block, enc));
             }
             if let Some((_, enc)) = self.encoder.as_mut() {
