@@ -1,0 +1,190 @@
+//! The client's data path: each data packet through its block decoder,
+//! ARM probes, verified blocks, and early data replayed after a manifest.
+use super::item::ItemPhase;
+use super::{Client, ClientEvent, ClientMsg, EARLY_PACKETS};
+use crate::wire::{AnnounceKind, AnnounceRepr, DataRepr};
+use crate::{Instant, ItemId};
+use std::collections::VecDeque;
+
+impl Client {
+    /// Feeds early data held for items whose manifest has come.
+    pub(super) fn flush_replay(&mut self, now: Instant) {
+        for item in std::mem::take(&mut self.replay) {
+            let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
+                std::mem::take(&mut self.early)
+                    .into_iter()
+                    .partition(|p| p.item == item);
+            self.early = keep;
+            for p in replay {
+                self.handle_data(now, &p);
+            }
+        }
+    }
+
+    /// A data packet. Returns true if it was useful.
+    pub fn handle_data(&mut self, now: Instant, p: &DataRepr) -> bool {
+        self.flush_replay(now);
+        // One transmission is on air at a time: a packet of a later one
+        // ends the one we were hearing (its end announcement may be lost).
+        if self.session.is_none_or(|s| s == p.session) {
+            if let Some((item, tid)) = self.on_air.filter(|(_, t)| p.transmission > *t) {
+                let hearing = self
+                    .items
+                    .get(&item)
+                    .and_then(|i| i.listening.as_ref())
+                    .is_some_and(|l| l.id == tid && !l.ended);
+                if hearing {
+                    self.end_listening(now, item);
+                }
+            }
+            if self.on_air.is_none_or(|(_, t)| p.transmission >= t) {
+                self.on_air = Some((p.item, p.transmission));
+            }
+        }
+        let useful = self.data(now, p);
+        if let Some(probe) = p.probe {
+            self.on_probe(p, probe);
+        }
+        if useful {
+            self.stats.useful += 1;
+        } else {
+            self.stats.useless += 1;
+        }
+        useful
+    }
+
+    fn data(&mut self, now: Instant, p: &DataRepr) -> bool {
+        if self.session.is_some_and(|s| s != p.session) {
+            return false;
+        }
+        let payloads = self.cfg.payloads;
+        let waiting_manifest = match self.items.get(&p.item) {
+            Some(it) => it.phase == ItemPhase::Requested,
+            None => self.pending_names > 0,
+        };
+        if waiting_manifest {
+            if self.early.len() >= EARLY_PACKETS {
+                self.early.pop_front();
+            }
+            self.early.push_back(p.clone());
+            return false;
+        }
+        let Some(it) = self.items.get_mut(&p.item) else {
+            return false;
+        };
+        if it.phase != ItemPhase::Receiving {
+            return false;
+        }
+        // A newer transmission of a wanted item whose announcement we did not
+        // hear (announcements travel on lossy multicast too): join it.
+        let newer = it.listening.as_ref().is_none_or(|l| l.id < p.transmission);
+        if newer && p.transmission >= it.listen_from {
+            let a = AnnounceRepr {
+                session: p.session,
+                transmission: p.transmission,
+                item: p.item,
+                kind: AnnounceKind::First,
+                first_block: 0,
+                block_count: 0,
+                total_packets: 0,
+                duration_us: 0,
+                nak_window_min_us: 0,
+                nak_window_max_us: 0,
+            };
+            self.listen(now, &a);
+        }
+        let Some(it) = self.items.get_mut(&p.item) else {
+            return false;
+        };
+        let Some(l) = it.listening.as_mut().filter(|l| l.id == p.transmission) else {
+            return false;
+        };
+        l.received += 1;
+        l.last_heard = now;
+        l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
+        l.last_seq = l.last_seq.max(p.seq);
+        let b = p.block.0;
+        if it.decoded.get(b as usize).is_none_or(|d| *d) {
+            return false;
+        }
+        let payload = payloads.then_some(p.payload.as_slice());
+        let Some(dec) = it.decoder(b, payloads, &mut self.rng) else {
+            return false;
+        };
+        if !dec.add(p.symbol, payload) {
+            return false;
+        }
+        if let Some(bytes) = dec.try_decode() {
+            self.block_decoded(p.item, b, bytes);
+        }
+        true
+    }
+
+    /// ARM (SPEC 3.5): predicts whether the rest of the transmission will
+    /// be enough, and if not asks for a larger maxseqno.
+    fn on_probe(&mut self, p: &DataRepr, probe: crate::wire::Probe) {
+        let Some(it) = self
+            .items
+            .get(&p.item)
+            .filter(|i| i.phase == ItemPhase::Receiving)
+        else {
+            return;
+        };
+        let Some(l) = it.listening.as_ref().filter(|l| l.id == p.transmission) else {
+            return;
+        };
+        let first = l.first_seq.unwrap_or(p.seq);
+        let span = p.seq.saturating_sub(first) + 1;
+        let more: u32 = it.needs().iter().map(|n| n.count).sum();
+        let wanted = l.received.saturating_add(more);
+        if let Some(want) =
+            crate::policy::arm::receiver_request(probe.pts, span, l.received, wanted)
+        {
+            self.outbox.push_back(ClientMsg::ArmNak {
+                transmission: p.transmission,
+                item: p.item,
+                want_maxseq: first.saturating_add(want),
+                echo_timestamp_us: probe.timestamp_us,
+                hold_us: 0,
+            });
+        }
+    }
+
+    pub(super) fn block_decoded(&mut self, item: ItemId, b: u32, mut bytes: Vec<u8>) {
+        let payloads = self.cfg.payloads;
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        let (Some(layout), Some(m)) = (it.layout, it.manifest.as_ref()) else {
+            return;
+        };
+        if payloads {
+            bytes.truncate(layout.block_len(b) as usize);
+            let ok = m
+                .block_hashes
+                .get(b as usize)
+                .is_some_and(|h| *blake3::hash(&bytes).as_bytes() == *h);
+            if !ok {
+                // A forged or corrupt symbol: start this block over.
+                it.decoders[b as usize] = None;
+                it.corrupt_blocks += 1;
+                self.stats.corrupt_blocks += 1;
+                return;
+            }
+        }
+        it.decoded[b as usize] = true;
+        it.decoders[b as usize] = None;
+        it.blocks_left -= 1;
+        if payloads {
+            self.events.push_back(ClientEvent::BlockVerified {
+                item,
+                block: b,
+                offset: layout.block_offset(b),
+                data: bytes,
+            });
+        }
+        if it.blocks_left == 0 {
+            self.assembled(item);
+        }
+    }
+}
