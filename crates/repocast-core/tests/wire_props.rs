@@ -38,7 +38,12 @@ fn data() -> impl Strategy<Value = DataRepr> {
 fn announce() -> impl Strategy<Value = AnnounceRepr> {
     (
         (any::<u32>(), any::<u32>(), any::<u32>(), 0u8..4),
-        (0u32..1 << 30, 0u32..1 << 30, any::<u32>(), any::<u64>()),
+        (
+            0u32..1 << 30,
+            0u32..1 << 30,
+            any::<u32>(),
+            0u64..=announce::MAX_DURATION_US,
+        ),
         (
             0u32..=announce::MAX_NAK_WINDOW_US,
             0u32..=announce::MAX_NAK_WINDOW_US,
@@ -393,6 +398,31 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
         ServerMsg::parse(&m),
         Err(WireError::OutOfRange {
             field: "symbol size",
+            ..
+        })
+    ));
+}
+
+#[test]
+fn an_announced_duration_over_a_day_is_refused() {
+    let a = AnnounceRepr {
+        session: SessionId(1),
+        transmission: TransmissionId(1),
+        item: ItemId(0),
+        kind: AnnounceKind::First,
+        first_block: 0,
+        block_count: 1,
+        total_packets: 1,
+        duration_us: u64::MAX,
+        nak_window_min_us: 0,
+        nak_window_max_us: 0,
+    };
+    let mut b = Vec::new();
+    a.emit(&mut b);
+    assert!(matches!(
+        AnnounceRepr::parse(&b),
+        Err(WireError::OutOfRange {
+            field: "duration",
             ..
         })
     ));

@@ -446,8 +446,10 @@ pub async fn get(
             break;
         }
         let deadline = client.poll_timeout().map(|t| {
+            // Capped: a deadline from the wire must not overflow the timer.
             let wait =
-                Duration::from_nanos(t.as_nanos().saturating_sub(core_now(start).as_nanos()));
+                Duration::from_nanos(t.as_nanos().saturating_sub(core_now(start).as_nanos()))
+                    .min(Duration::from_secs(3600));
             tokio::time::Instant::now() + wait
         });
         let idle = tokio::time::Instant::now() + opts.idle_timeout;

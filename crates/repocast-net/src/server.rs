@@ -287,7 +287,8 @@ impl Pump {
             self.drain(&mut buf).await;
             let deadline = self.server.poll_timeout().map(|t| {
                 let now = core_now(self.start);
-                let wait = Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()));
+                let wait = Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
+                    .min(Duration::from_secs(3600));
                 tokio::time::Instant::now() + wait
             });
             tokio::select! {

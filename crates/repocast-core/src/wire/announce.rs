@@ -13,6 +13,8 @@ use crate::{ItemId, SessionId, TransmissionId};
 
 /// Longest NAK window accepted, in microseconds (one minute).
 pub const MAX_NAK_WINDOW_US: u32 = 60_000_000;
+/// Longest announced transmission accepted, in microseconds (one day).
+pub const MAX_DURATION_US: u64 = 86_400_000_000;
 
 /// What a transmission is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,6 +108,7 @@ impl AnnounceRepr {
         )?;
         let total_packets = r.u32()?;
         let duration_us = r.u64()?;
+        check_max("duration", duration_us, MAX_DURATION_US)?;
         let nak_window_min_us = r.u32()?;
         let nak_window_max_us = r.u32()?;
         check_max(
