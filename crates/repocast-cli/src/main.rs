@@ -10,6 +10,7 @@ mod demo;
 mod get;
 mod progress;
 mod serve;
+mod sim;
 mod virtual_demo;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -38,6 +39,8 @@ enum Command {
     Demo(demo::DemoArgs),
     /// Loss-free goodput of one receiver on loopback.
     Bench(bench::BenchArgs),
+    /// Run a simulation scenario (a sweep of schemes over a variable).
+    Sim(sim::SimArgs),
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -67,6 +70,9 @@ fn main() -> ExitCode {
     let command = cli
         .command
         .unwrap_or(Command::Demo(demo::DemoArgs::default()));
+    if let Command::Sim(a) = command {
+        return sim::run(a);
+    }
     if let Command::Demo(a) = &command {
         if a.r#virtual {
             return virtual_demo::run(&a.virtual_args());
@@ -83,6 +89,7 @@ fn main() -> ExitCode {
             Command::Ls(a) => get::ls(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
+            Command::Sim(_) => ExitCode::SUCCESS,
         }
     })
 }

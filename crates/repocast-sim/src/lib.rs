@@ -1,14 +1,40 @@
-//! # repocast-sim: the discrete-event simulator (stub)
+//! # repocast-sim: the simulator
 //!
-//! Will drive `repocast-core`'s own server and client state machines over
-//! simulated links (star and tree topologies, Bernoulli and Gilbert-Elliott
-//! loss) with a virtual clock. It writes no protocol logic of its own.
-//! Until that issue lands, [`run_day_stub`] shows the shape: it runs the
-//! core's in-process harness, which is the pump this crate will replace.
+//! Runs the core's own server and client state machines, without payload
+//! bytes, over a simulated star network on a virtual clock (the core's
+//! [`repocast_core::harness`] is the event engine: per-link seeded loss, NAK
+//! travel time with a minimum and an exponential tail, clients joining at
+//! their arrival times). No scheduling, FEC or retransmission logic lives
+//! here: this crate turns a [`scenario::Scenario`] into workloads
+//! ([`workload`]), runs them ([`run`]), sweeps a variable across series and
+//! seeds on all cores ([`sweep`]) and writes the results ([`output`]).
 
-pub use repocast_core::harness;
+pub mod output;
+pub mod run;
+pub mod scenario;
+pub mod sweep;
+pub mod workload;
 
-/// Placeholder entry point; the simulator issue replaces it.
-pub fn run_day_stub() -> &'static str {
-    "the simulator is not built yet"
+/// Errors of the simulator's boundary (scenario files, output).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scenario file cannot be read or parsed.
+    #[error("scenario {path}: {msg}")]
+    Scenario {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A value in the scenario is out of range or unknown.
+    #[error("scenario: {0}")]
+    Invalid(String),
+    /// Results cannot be written.
+    #[error("{path}: {source}")]
+    Output {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }

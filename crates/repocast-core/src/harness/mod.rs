@@ -82,8 +82,15 @@ pub struct Harness {
     source: Box<dyn BlockSource>,
     nodes: Vec<Node>,
     server_loss: LossModel,
-    /// One-way delay of the request connection.
+    /// One-way delay of the request connection: at least this...
     pub control_delay: Duration,
+    /// ...plus an exponentially distributed extra with this mean (zero:
+    /// fixed delay). The SPEC's base case is 80 ms plus a 20 ms mean tail.
+    /// Messages on one connection still arrive in order, as on TCP.
+    pub control_tail: Duration,
+    delay_rng: crate::rng::Rng,
+    /// Latest arrival scheduled per (node, towards the server) connection.
+    last_arrival: std::collections::HashMap<(usize, bool), Instant>,
     /// Loss of announcements, drawn per client (the real announcement
     /// channel is multicast too); none unless set.
     pub announce_loss: Option<LossModel>,
@@ -138,6 +145,9 @@ impl Harness {
             nodes: Vec::new(),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             control_delay: Duration::from_millis(5),
+            control_tail: Duration::ZERO,
+            delay_rng: crate::rng::Rng::new(seed ^ 0xde1a),
+            last_arrival: Default::default(),
             announce_loss: None,
             queue: BinaryHeap::new(),
             joins: BinaryHeap::new(),
@@ -234,7 +244,8 @@ impl Harness {
                     if let Some(&i) = self.by_id.get(&c) {
                         let mut b = Vec::new();
                         msg.emit(&mut b);
-                        self.schedule(now + self.control_delay, Pending::ToClient(i, b));
+                        let at = self.arrival(now, i, false);
+                        self.schedule(at, Pending::ToClient(i, b));
                     }
                 }
             }
@@ -252,7 +263,8 @@ impl Harness {
             while let Some(m) = self.nodes[i].client.poll_transmit() {
                 let mut b = Vec::new();
                 m.emit(&mut b);
-                self.schedule(now + self.control_delay, Pending::ToServer(i, b));
+                let at = self.arrival(now, i, true);
+                self.schedule(at, Pending::ToServer(i, b));
             }
             let t = self.nodes[i].client.poll_timeout();
             if t != self.nodes[i].timer {
@@ -262,6 +274,22 @@ impl Harness {
                 }
             }
         }
+    }
+
+    /// When a control message sent now on node `i`'s connection arrives.
+    fn arrival(&mut self, now: Instant, i: usize, to_server: bool) -> Instant {
+        let mut d = self.control_delay;
+        if !self.control_tail.is_zero() {
+            let u = self.delay_rng.next_f64();
+            d += self.control_tail.mul_f64(-(1.0 - u).ln());
+        }
+        let last = self
+            .last_arrival
+            .entry((i, to_server))
+            .or_insert(Instant::ZERO);
+        let at = (now + d).max(*last);
+        *last = at;
+        at
     }
 
     /// Runs the timers of clients whose deadline has come.

@@ -1,0 +1,84 @@
+//! One simulated run: a scenario point, one series, one seed, through the
+//! core's state machines in accounting mode.
+
+use crate::scenario::{Scenario, Series};
+use crate::workload;
+use repocast_core::fec::CodeKind;
+use repocast_core::harness::Harness;
+use repocast_core::sched::SchedulerKind;
+use repocast_core::server::ServerConfig;
+use repocast_core::{Instant, SessionId};
+use std::time::Duration;
+
+/// What one run measured.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunMetrics {
+    /// Delay of every client that completed, seconds.
+    pub delays: Vec<f64>,
+    /// Each completed client's link loss (for the loss-weighted mean).
+    pub losses: Vec<f64>,
+    /// Clients that arrived.
+    pub arrived: usize,
+    /// Data packets sent.
+    pub data_packets: u64,
+    /// Of which repair.
+    pub repair_packets: u64,
+    /// NAKs received.
+    pub naks: u64,
+    /// Packets clients received and could not use.
+    pub useless: u64,
+}
+
+/// Runs `series` on `scenario` (already at its x) with `seed`.
+pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
+    let w = &s.workload;
+    let n = &s.network;
+    let ms = |x: f64| Duration::from_secs_f64(x.max(0.0) / 1000.0);
+    let code = CodeKind::from_name(&series.code).unwrap_or(CodeKind::RaptorQ);
+    let cfg = ServerConfig {
+        session: SessionId(1),
+        scheme: series.scheme.parse().unwrap_or_default(),
+        scheduler: SchedulerKind::from_name(&series.scheduler).unwrap_or(SchedulerKind::Rq),
+        code,
+        symbol_size: w.packet_bytes.max(16) & !1,
+        max_block_symbols: code.default_block_symbols(),
+        packet_interval: ms(n.packet_time_ms),
+        burst: 1,
+        nak_window: (ms(n.nak_window_ms[0]), ms(n.nak_window_ms[1])),
+        payloads: false,
+        seed,
+        ..ServerConfig::default()
+    };
+    let size = w.item_packets as usize * cfg.symbol_size as usize;
+    let items = (0..w.items)
+        .map(|i| (format!("i{i}"), vec![0u8; size]))
+        .collect();
+    let Ok(mut h) = Harness::new(cfg, items, workload::loss(n.server_loss, n.burst)) else {
+        return RunMetrics::default();
+    };
+    h.control_delay = ms(n.nak_travel_min_ms);
+    h.control_tail = ms(n.nak_travel_mean_ms - n.nak_travel_min_ms);
+    let specs = workload::clients(s, seed);
+    let arrived = specs.len();
+    let losses: Vec<f64> = specs.iter().map(|c| c.loss.mean_loss()).collect();
+    for c in specs {
+        h.add_client(c);
+    }
+    h.run(Instant::from_micros((s.duration_s * 1e6) as u64));
+    let mut m = RunMetrics {
+        arrived,
+        ..Default::default()
+    };
+    for (rep, p) in h.reports().iter().zip(losses) {
+        m.useless += rep.stats.useless;
+        if let Some(d) = rep.delay {
+            m.delays.push(d.as_secs_f64());
+            m.losses.push(p);
+        }
+    }
+    let st = h.server.stats();
+    m.data_packets = st.data_packets;
+    m.repair_packets = st.repair_packets;
+    m.naks = st.naks;
+    m
+}

@@ -1,0 +1,252 @@
+//! Scenario files (TOML): the base-case parameters of SPEC 5, the schemes to
+//! compare, and the swept variable. Every field has the base-case default,
+//! so `base.toml` only names what it must. Documented in `docs/scenarios.md`.
+
+use crate::SimError;
+use serde::Deserialize;
+
+/// One scenario.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Name (the output files are `<name>.csv` and so on).
+    pub name: String,
+    /// Simulated seconds (base case: one day).
+    #[serde(default = "d_duration")]
+    pub duration_s: f64,
+    /// Seeds per point (results are means over seeds).
+    #[serde(default = "d_one")]
+    pub seeds: u32,
+    /// Network model.
+    #[serde(default)]
+    pub network: Network,
+    /// Requests.
+    #[serde(default)]
+    pub workload: Workload,
+    /// The schemes compared, one line each.
+    pub series: Vec<Series>,
+    /// The swept variable (none: one point, x = 0).
+    #[serde(default)]
+    pub sweep: Option<Sweep>,
+}
+
+/// Star topology: the server's link and each client's link to a lossless
+/// backbone.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Network {
+    /// Loss on the server's link (lost for every client).
+    pub server_loss: f64,
+    /// Loss on each client's link (base class).
+    pub client_loss: f64,
+    /// Mean burst length in packets for Gilbert-Elliott loss (1: Bernoulli).
+    pub burst: f64,
+    /// Time to send one packet (80 ms: 512 bytes at 50 kbit/s).
+    pub packet_time_ms: f64,
+    /// NAK (and all control) travel time: at least this...
+    pub nak_travel_min_ms: f64,
+    /// ...with this mean (exponential tail above the minimum).
+    pub nak_travel_mean_ms: f64,
+    /// The NAK delay window clients draw from.
+    pub nak_window_ms: [f64; 2],
+}
+
+impl Default for Network {
+    fn default() -> Self {
+        Network {
+            server_loss: 0.0,
+            client_loss: 0.05,
+            burst: 1.0,
+            packet_time_ms: 80.0,
+            nak_travel_min_ms: 80.0,
+            nak_travel_mean_ms: 100.0,
+            nak_window_ms: [30.0, 210.0],
+        }
+    }
+}
+
+/// Who asks for what, when.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Workload {
+    /// Items in the repository.
+    pub items: u32,
+    /// Packets per item.
+    pub item_packets: u32,
+    /// Bytes per packet (symbol size).
+    pub packet_bytes: u16,
+    /// Items per request: uniform on 1..=2*mean-1 (mean 9: 1..=17).
+    pub request_mean: f64,
+    /// Mean time between new clients.
+    pub arrival_mean_s: f64,
+    /// `poisson` or `fixed` spacing.
+    pub arrivals: String,
+    /// `uniform` or `zipf` popularity.
+    pub popularity: String,
+    /// Zipf exponent.
+    pub zipf_s: f64,
+    /// Loss of the second class of clients.
+    pub high_loss: f64,
+    /// Fraction of clients in the second class.
+    pub high_fraction: f64,
+}
+
+impl Default for Workload {
+    fn default() -> Self {
+        Workload {
+            items: 100,
+            item_packets: 60,
+            packet_bytes: 512,
+            request_mean: 9.0,
+            arrival_mean_s: 4.0,
+            arrivals: "poisson".into(),
+            popularity: "uniform".into(),
+            zipf_s: 1.0,
+            high_loss: 0.5,
+            high_fraction: 0.0,
+        }
+    }
+}
+
+/// One compared scheme.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Series {
+    /// In the one notation: `FEC(0.01R)+R(0)`, `FEC(0)+R(inf)+notify`, `ARM`.
+    pub scheme: String,
+    /// Scheduler name (default `rq`).
+    #[serde(default = "d_rq")]
+    pub scheduler: String,
+    /// Code name (default `raptorq`).
+    #[serde(default = "d_raptorq")]
+    pub code: String,
+    /// Label (default: the scheme, plus scheduler/code when not default).
+    #[serde(default)]
+    pub label: Option<String>,
+}
+
+impl Series {
+    /// The label used in tables and plots.
+    pub fn label(&self) -> String {
+        if let Some(l) = &self.label {
+            return l.clone();
+        }
+        let mut l = self.scheme.clone();
+        if self.scheduler != "rq" {
+            l.push_str(&format!(" {}", self.scheduler));
+        }
+        if self.code != "raptorq" {
+            l.push_str(&format!(" {}", self.code));
+        }
+        l
+    }
+}
+
+/// The swept variable.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sweep {
+    /// One of [`SWEEPABLE`].
+    pub variable: String,
+    /// Its values (loss rates are fractions: 0.02, not 2).
+    pub values: Vec<f64>,
+}
+
+/// Variables a sweep may vary.
+pub const SWEEPABLE: [&str; 6] = [
+    "client_loss",
+    "server_loss",
+    "high_fraction",
+    "high_loss",
+    "packet_time_ms",
+    "arrival_mean_s",
+];
+
+fn d_duration() -> f64 {
+    86_400.0
+}
+fn d_one() -> u32 {
+    1
+}
+fn d_rq() -> String {
+    "rq".into()
+}
+fn d_raptorq() -> String {
+    "raptorq".into()
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn load(path: &std::path::Path) -> Result<Scenario, SimError> {
+        let err = |msg: String| SimError::Scenario {
+            path: path.display().to_string(),
+            msg,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+        let s: Scenario = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        s.check()?;
+        Ok(s)
+    }
+
+    /// Checks ranges and names.
+    pub fn check(&self) -> Result<(), SimError> {
+        let bad = |m: String| Err(SimError::Invalid(m));
+        if self.series.is_empty() {
+            return bad("no series".into());
+        }
+        for s in &self.series {
+            if s.scheme.parse::<repocast_core::policy::Scheme>().is_err() {
+                return bad(format!("bad scheme {:?}", s.scheme));
+            }
+            if repocast_core::sched::SchedulerKind::from_name(&s.scheduler).is_none() {
+                return bad(format!("unknown scheduler {:?}", s.scheduler));
+            }
+            if repocast_core::fec::CodeKind::from_name(&s.code).is_none() {
+                return bad(format!("unknown code {:?}", s.code));
+            }
+        }
+        if let Some(sw) = &self.sweep {
+            if !SWEEPABLE.contains(&sw.variable.as_str()) {
+                return bad(format!(
+                    "cannot sweep {:?} (one of {SWEEPABLE:?})",
+                    sw.variable
+                ));
+            }
+        }
+        let w = &self.workload;
+        if w.items == 0 || w.item_packets == 0 || w.request_mean < 1.0 || w.arrival_mean_s <= 0.0 {
+            return bad("workload sizes must be positive".into());
+        }
+        if !["poisson", "fixed"].contains(&w.arrivals.as_str())
+            || !["uniform", "zipf"].contains(&w.popularity.as_str())
+        {
+            return bad("arrivals: poisson|fixed; popularity: uniform|zipf".into());
+        }
+        if !(self.duration_s > 0.0) || self.network.packet_time_ms <= 0.0 {
+            return bad("duration and packet time must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// This scenario with the swept variable set to `x`.
+    pub fn at(&self, x: f64) -> Scenario {
+        let mut s = self.clone();
+        if let Some(sw) = &self.sweep {
+            match sw.variable.as_str() {
+                "client_loss" => s.network.client_loss = x,
+                "server_loss" => s.network.server_loss = x,
+                "high_fraction" => s.workload.high_fraction = x,
+                "high_loss" => s.workload.high_loss = x,
+                "packet_time_ms" => s.network.packet_time_ms = x,
+                "arrival_mean_s" => s.workload.arrival_mean_s = x,
+                _ => {}
+            }
+        }
+        s
+    }
+
+    /// The x values (one point at 0 without a sweep).
+    pub fn xs(&self) -> Vec<f64> {
+        self.sweep.as_ref().map_or(vec![0.0], |s| s.values.clone())
+    }
+}

@@ -1,0 +1,128 @@
+//! A sweep: every (series, x, seed) run on `jobs` threads, aggregated per
+//! (series, x). Runs are independent and seeded, and results are gathered
+//! by index, so the numbers are the same bit for bit whatever `jobs` is.
+
+use crate::run::{RunMetrics, run};
+use crate::scenario::Scenario;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One point of one series, over all seeds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    /// Series label.
+    pub series: String,
+    /// The swept variable's value.
+    pub x: f64,
+    /// Mean client delay, seconds (clients of all seeds pooled).
+    pub avg_delay_s: f64,
+    /// Half-width of its 95% confidence interval (1.96 standard errors).
+    pub ci95_s: f64,
+    /// 95th-percentile delay.
+    pub p95_delay_s: f64,
+    /// Mean delay weighted by each client's (1 - loss).
+    pub loss_weighted_delay_s: f64,
+    /// Clients that completed (mean per seed).
+    pub clients: f64,
+    /// Clients that arrived (mean per seed).
+    pub arrived: f64,
+    /// Means per seed.
+    pub data_packets: f64,
+    /// Repair packets.
+    pub repair_packets: f64,
+    /// NAKs.
+    pub naks: f64,
+}
+
+fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
+    let delays: Vec<f64> = runs.iter().flat_map(|r| r.delays.iter().copied()).collect();
+    let losses: Vec<f64> = runs.iter().flat_map(|r| r.losses.iter().copied()).collect();
+    let n = delays.len().max(1) as f64;
+    let mean = delays.iter().sum::<f64>() / n;
+    let var = delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    let mut sorted = delays.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p95 = sorted
+        .get(((sorted.len() as f64 * 0.95) as usize).min(sorted.len().saturating_sub(1)))
+        .copied();
+    let wsum: f64 = losses.iter().map(|p| 1.0 - p).sum();
+    let lw = delays
+        .iter()
+        .zip(&losses)
+        .map(|(d, p)| d * (1.0 - p))
+        .sum::<f64>()
+        / wsum.max(1e-12);
+    let k = runs.len().max(1) as f64;
+    let avg = |f: &dyn Fn(&RunMetrics) -> f64| runs.iter().map(f).sum::<f64>() / k;
+    Point {
+        series,
+        x,
+        avg_delay_s: mean,
+        ci95_s: 1.96 * (var / n).sqrt(),
+        p95_delay_s: p95.unwrap_or(0.0),
+        loss_weighted_delay_s: lw,
+        clients: avg(&|r| r.delays.len() as f64),
+        arrived: avg(&|r| r.arrived as f64),
+        data_packets: avg(&|r| r.data_packets as f64),
+        repair_packets: avg(&|r| r.repair_packets as f64),
+        naks: avg(&|r| r.naks as f64),
+    }
+}
+
+/// Runs the whole sweep; `progress` is called after each run with
+/// (done, total).
+pub fn sweep(
+    s: &Scenario,
+    seeds: u32,
+    jobs: usize,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Vec<Point> {
+    let xs = s.xs();
+    let seeds = seeds.max(1);
+    let mut tasks = Vec::new();
+    for (si, _) in s.series.iter().enumerate() {
+        for (xi, _) in xs.iter().enumerate() {
+            for seed in 0..seeds {
+                tasks.push((si, xi, seed));
+            }
+        }
+    }
+    let results: Vec<Mutex<Option<RunMetrics>>> = tasks.iter().map(|_| Mutex::new(None)).collect();
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&(si, xi, seed)) = tasks.get(i) else {
+                        break;
+                    };
+                    let point = s.at(xs[xi]);
+                    let m = run(&point, &s.series[si], 1 + seed as u64 * 7919);
+                    if let Ok(mut slot) = results[i].lock() {
+                        *slot = Some(m);
+                    }
+                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
+                }
+            });
+        }
+    });
+    let results: Vec<RunMetrics> = results
+        .into_iter()
+        .map(|m| m.into_inner().ok().flatten().unwrap_or_default())
+        .collect();
+    let mut points = Vec::new();
+    for (si, series) in s.series.iter().enumerate() {
+        for (xi, &x) in xs.iter().enumerate() {
+            let runs: Vec<RunMetrics> = tasks
+                .iter()
+                .zip(&results)
+                .filter(|((a, b, _), _)| *a == si && *b == xi)
+                .map(|(_, r)| r.clone())
+                .collect();
+            points.push(aggregate(series.label(), x, &runs));
+        }
+    }
+    points
+}
