@@ -222,7 +222,8 @@ impl Scenario {
         {
             return bad("arrivals: poisson|fixed; popularity: uniform|zipf".into());
         }
-        if self.duration_s.is_nan() || self.duration_s <= 0.0 || self.network.packet_time_ms <= 0.0 {
+        if self.duration_s.is_nan() || self.duration_s <= 0.0 || self.network.packet_time_ms <= 0.0
+        {
             return bad("duration and packet time must be positive".into());
         }
         Ok(())

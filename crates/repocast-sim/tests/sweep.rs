@@ -6,7 +6,7 @@ use repocast_sim::scenario::Scenario;
 use repocast_sim::sweep::sweep;
 
 fn short(text: &str) -> Scenario {
-    let mut s: Scenario = toml::from_str(text).expect("parse");
+    let s: Scenario = toml::from_str(text).expect("parse");
     s.check().expect("valid");
     s
 }
