@@ -308,10 +308,18 @@ impl Harness {
     }
 
     fn deliver_data(&mut self, d: &DataRepr) {
-        // Through the real byte format, as a driver would.
-        let mut b = Vec::with_capacity(d.payload.len() + 64);
-        d.emit(&mut b);
-        let Ok(p) = DataRepr::parse(&b) else { return };
+                // With payloads, through the real byte format as a driver would;
+        // without (the simulator's accounting runs), as the value itself.
+        let parsed;
+        let p = if self.payloads {
+            let mut b = Vec::with_capacity(d.payload.len() + 64);
+            d.emit(&mut b);
+            let Ok(x) = DataRepr::parse(&b) else { return };
+            parsed = x;
+            &parsed
+        } else {
+            d
+        };
         let server_lost = self.server_loss.lose();
         let nodes = &mut self.nodes;
         let Some(list) = self.interest.get_mut(&p.item) else {
