@@ -28,6 +28,24 @@ pub struct Scenario {
     /// The swept variable (none: one point, x = 0).
     #[serde(default)]
     pub sweep: Option<Sweep>,
+    /// Fixed clients instead of the generated workload (for small,
+    /// checkable cases such as SPEC 3.1's worked example).
+    #[serde(default, rename = "client")]
+    pub clients: Vec<FixedClient>,
+}
+
+/// A client given by hand.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixedClient {
+    /// Item ids it asks for.
+    pub items: Vec<u32>,
+    /// When it arrives, seconds.
+    #[serde(default)]
+    pub at_s: f64,
+    /// Its link loss (default: the network's client loss).
+    #[serde(default)]
+    pub loss: Option<f64>,
 }
 
 /// Star topology: the server's link and each client's link to a lossless
@@ -214,6 +232,13 @@ impl Scenario {
             }
         }
         let w = &self.workload;
+        if self
+            .clients
+            .iter()
+            .any(|c| c.items.iter().any(|&i| i >= w.items) || c.at_s < 0.0)
+        {
+            return bad("a fixed client asks for an item outside the repository".into());
+        }
         if w.items == 0 || w.item_packets == 0 || w.request_mean < 1.0 || w.arrival_mean_s <= 0.0 {
             return bad("workload sizes must be positive".into());
         }

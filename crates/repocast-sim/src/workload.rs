@@ -24,6 +24,17 @@ pub fn loss(p: f64, burst: f64) -> LossSpec {
 
 /// Every client of a run, in arrival order.
 pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
+    if !s.clients.is_empty() {
+        return s
+            .clients
+            .iter()
+            .map(|c| ClientSpec {
+                items: c.items.iter().map(|&i| ItemId(i)).collect(),
+                loss: loss(c.loss.unwrap_or(s.network.client_loss), s.network.burst),
+                join_at: Instant::from_micros((c.at_s * 1e6) as u64),
+            })
+            .collect();
+    }
     let mut rng = Rng::new(seed ^ 0x0c11e47);
     let w = &s.workload;
     let n = w.items;

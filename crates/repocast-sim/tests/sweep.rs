@@ -84,3 +84,46 @@ fn shipped_scenarios_load() {
     }
     assert!(n >= 2);
 }
+
+/// SPEC 3.1's worked example through the whole simulator: clients A {1,2,3},
+/// B {2,4}, C {2,3} arrive together, no loss, one item per time unit T
+/// (60 packets x 80 ms = 4.8 s). R/Q sends 2, 3, 1, 4: delays A = 3T,
+/// B = 4T, C = 2T, average 3T, plus the request's and the done's travel
+/// (80 ms each way here).
+#[test]
+fn the_rq_worked_example_through_the_simulator() {
+    let s = short(
+        r#"
+name = "rq-example"
+duration_s = 60.0
+[network]
+client_loss = 0.0
+nak_travel_min_ms = 80.0
+nak_travel_mean_ms = 80.0
+[workload]
+items = 5
+[[series]]
+scheme = "FEC(0)+R(0)"
+[[client]]
+items = [1, 2, 3]
+[[client]]
+items = [2, 4]
+[[client]]
+items = [2, 3]
+"#,
+    );
+    let m = repocast_sim::run::run(&s, &s.series[0], 1);
+    let t = 60.0 * 0.08;
+    let expect = [3.0 * t, 4.0 * t, 2.0 * t];
+    assert_eq!(m.delays.len(), 3);
+    for (d, e) in m.delays.iter().zip(expect) {
+        // Request and done travel 0.16 s, plus at most one packet time.
+        assert!(
+            *d > e + 0.15 && *d < e + 0.25,
+            "{:?} vs {expect:?}",
+            m.delays
+        );
+    }
+    let avg = m.delays.iter().sum::<f64>() / 3.0;
+    assert!((avg - 3.0 * t - 0.16).abs() < 0.1, "{avg}");
+}

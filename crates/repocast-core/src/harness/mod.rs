@@ -308,7 +308,7 @@ impl Harness {
     }
 
     fn deliver_data(&mut self, d: &DataRepr) {
-                // With payloads, through the real byte format as a driver would;
+        // With payloads, through the real byte format as a driver would;
         // without (the simulator's accounting runs), as the value itself.
         let parsed;
         let p = if self.payloads {
