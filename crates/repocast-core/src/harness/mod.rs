@@ -333,7 +333,7 @@ impl Harness {
                 n.lost += 1;
                 continue;
             }
-            n.client.handle_data(self.now, &p);
+            n.client.handle_data(self.now, p);
             self.touched.push(i);
         }
     }
