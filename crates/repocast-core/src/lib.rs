@@ -15,6 +15,7 @@
 pub mod client;
 pub mod fec;
 pub mod harness;
+pub mod hash;
 pub mod ids;
 pub mod loss;
 pub mod policy;

@@ -90,7 +90,7 @@ pub struct Harness {
     pub control_tail: Duration,
     delay_rng: crate::rng::Rng,
     /// Latest arrival scheduled per (node, towards the server) connection.
-    last_arrival: std::collections::HashMap<(usize, bool), Instant>,
+    last_arrival: crate::hash::FastMap<(usize, bool), Instant>,
     /// Loss of announcements, drawn per client (the real announcement
     /// channel is multicast too); none unless set.
     pub announce_loss: Option<LossModel>,
@@ -99,14 +99,15 @@ pub struct Harness {
     joins: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Joined clients that have not yet heard Done.
     unfinished: usize,
-    by_id: std::collections::HashMap<ClientId, usize>,
+    by_id: crate::hash::FastMap<ClientId, usize>,
     /// Joined, unfinished clients by the items they asked for: data and
     /// announcements of an item go to these only.
-    interest: std::collections::HashMap<ItemId, Vec<usize>>,
+    interest: crate::hash::FastMap<ItemId, Vec<usize>>,
     /// Client deadlines (lazily invalidated against `Node::timer`).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Clients that received something this step, to drain and re-time.
     touched: Vec<usize>,
+    touched_scratch: Vec<usize>,
     pending: BTreeMap<u64, Pending>,
     seq: u64,
     payloads: bool,
@@ -156,6 +157,7 @@ impl Harness {
             interest: Default::default(),
             timers: BinaryHeap::new(),
             touched: Vec::new(),
+            touched_scratch: Vec::new(),
             pending: BTreeMap::new(),
             seq: 0,
             payloads,
@@ -253,7 +255,10 @@ impl Harness {
         while self.server.poll_event().is_some() {}
         self.touched.sort_unstable();
         self.touched.dedup();
-        let touched = std::mem::take(&mut self.touched);
+        // Reuse one buffer across steps (a fresh one per step showed up in
+        // profiles).
+        let mut touched = std::mem::take(&mut self.touched_scratch);
+        std::mem::swap(&mut touched, &mut self.touched);
         for &i in &touched {
             // Events first: handling one (confirming an item) can queue a
             // message, which the transmit loop below then sends.
@@ -274,6 +279,8 @@ impl Harness {
                 }
             }
         }
+        touched.clear();
+        self.touched_scratch = touched;
     }
 
     /// When a control message sent now on node `i`'s connection arrives.

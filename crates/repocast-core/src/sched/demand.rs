@@ -38,7 +38,7 @@ struct ItemDemand {
 #[derive(Debug)]
 pub struct DemandTable {
     mode: QKey,
-    clients: HashMap<ClientId, ClientDemand>,
+    clients: crate::hash::FastMap<ClientId, ClientDemand>,
     items: Vec<ItemDemand>,
     active: BTreeSet<ItemId>,
     transmissions: u64,
@@ -49,7 +49,7 @@ impl DemandTable {
     pub fn new(items: u32, mode: QKey) -> Self {
         DemandTable {
             mode,
-            clients: HashMap::new(),
+            clients: Default::default(),
             items: vec![ItemDemand::default(); items as usize],
             active: BTreeSet::new(),
             transmissions: 0,
