@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # IPv6 end to end: a network namespace with a veth pair (IPv6 multicast
-# needs a multicast-capable link), a server on IPv6 groups and a client with
-# 20% emulated loss fetching everything. Skips unless root with namespaces.
+# needs a multicast-capable link), a server on IPv6 groups that names its
+# source, and clients with 20% emulated loss fetching everything: one
+# joining source-specifically (the default when the server names a source),
+# one any-source (--no-ssm). Skips unless root with namespaces.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NS=rc6$$
@@ -13,6 +15,7 @@ ip -n "$NS" link set lo up
 ip -n "$NS" link add v0 type veth peer name v1
 ip -n "$NS" link set v0 up
 ip -n "$NS" link set v1 up
+ip -n "$NS" -6 addr add fd00::1/64 dev v0 nodad
 sleep 2 # IPv6 duplicate address detection on the new link
 cargo build --release -q -p repocast-cli
 BIN=$PWD/target/release/repocast
@@ -20,9 +23,13 @@ mkdir -p "$WORK/repo/sub"
 head -c 3000000 /dev/urandom > "$WORK/repo/sub/a.bin"
 head -c 1281 /dev/urandom > "$WORK/repo/b"
 ip netns exec "$NS" "$BIN" serve "$WORK/repo" --interface v0 --listen '[::1]:4700' --no-metrics \
-  --data-group '[ff15::4701]:4701' --announce-group '[ff15::4702]:4702' --rate 200M > "$WORK/srv.log" 2>&1 &
+  --data-group '[ff15::4701]:4701' --announce-group '[ff15::4702]:4702' --rate 200M \
+  --source fd00::1 > "$WORK/srv.log" 2>&1 &
 SPID=$!
 for _ in $(seq 1 50); do ip netns exec "$NS" "$BIN" ls --server '[::1]:4700' >/dev/null 2>&1 && break; sleep 0.1; done
 ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --interface v0 --out "$WORK/out" --all --emulate-loss 0.2 --idle-timeout 20
 diff -r "$WORK/repo" "$WORK/out" --exclude=.repocast
-echo "ipv6.sh: files identical over IPv6 multicast"
+echo "ipv6.sh: files identical over IPv6 multicast, source-specific join"
+ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --interface v0 --out "$WORK/out2" --all --emulate-loss 0.2 --idle-timeout 20 --no-ssm
+diff -r "$WORK/repo" "$WORK/out2" --exclude=.repocast
+echo "ipv6.sh: files identical over IPv6 multicast, any-source join"

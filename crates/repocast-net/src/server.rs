@@ -169,8 +169,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let request_addr = listener
         .local_addr()
         .map_err(|e| NetError::socket("local address", e))?;
-    let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl)?;
-    let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl)?;
+    let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl, opts.source)?;
+    let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl, opts.source)?;
     let interval = Duration::from_secs_f64(
         packet_bits(opts.symbol_size, opts.data_group.is_ipv6()) / opts.rate_bps as f64,
     );

@@ -1,10 +1,11 @@
 //! Multicast UDP sockets (socket2): senders and receivers for the data and
 //! announcement channels, IPv4 and IPv6, on a chosen interface, with
-//! source-specific joins where a source is given, and large buffers.
+//! source-specific joins where a source is given (IPv6's through libc), and
+//! large buffers.
 
 use crate::NetError;
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use tokio::net::UdpSocket;
 
 /// Receive buffer asked for (the kernel caps it at net.core.rmem_max).
@@ -66,8 +67,15 @@ fn domain(ip: &IpAddr) -> Domain {
 }
 
 /// A socket that sends to multicast groups of `family` (taken from
-/// `group`): TTL/hops `ttl`, loopback on (so local receivers hear it).
-pub fn sender(group: &SocketAddr, iface: &Interface, ttl: u32) -> Result<UdpSocket, NetError> {
+/// `group`): TTL/hops `ttl`, loopback on (so local receivers hear it), bound
+/// to `source` when one of the group's family is given (what receivers
+/// joined source-specifically expect).
+pub fn sender(
+    group: &SocketAddr,
+    iface: &Interface,
+    ttl: u32,
+    source: Option<IpAddr>,
+) -> Result<UdpSocket, NetError> {
     let err = |what: &str| {
         let what = format!("{what} for sending to {group}");
         move |e| NetError::socket(what, e)
@@ -86,8 +94,11 @@ pub fn sender(group: &SocketAddr, iface: &Interface, ttl: u32) -> Result<UdpSock
             if let Some(a) = iface.v4 {
                 s.set_multicast_if_v4(&a).map_err(err("choose interface"))?;
             }
-            let any: SocketAddr = (Ipv4Addr::UNSPECIFIED, 0).into();
-            s.bind(&SockAddr::from(any)).map_err(err("bind"))?;
+            let ip = source
+                .filter(IpAddr::is_ipv4)
+                .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+            s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+                .map_err(err("bind"))?;
         }
         IpAddr::V6(_) => {
             s.set_multicast_hops_v6(ttl).map_err(err("set hops"))?;
@@ -96,8 +107,11 @@ pub fn sender(group: &SocketAddr, iface: &Interface, ttl: u32) -> Result<UdpSock
                 s.set_multicast_if_v6(iface.index)
                     .map_err(err("choose interface"))?;
             }
-            let any: SocketAddr = (std::net::Ipv6Addr::UNSPECIFIED, 0).into();
-            s.bind(&SockAddr::from(any)).map_err(err("bind"))?;
+            let ip = source
+                .filter(IpAddr::is_ipv6)
+                .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
+            s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+                .map_err(err("bind"))?;
         }
     }
     s.set_nonblocking(true).map_err(err("set non-blocking"))?;
@@ -143,13 +157,101 @@ pub fn receiver(
                 .join_multicast_v4_n(&g, &InterfaceIndexOrAddress::Index(iface.index))
                 .map_err(err("join"))?,
         },
+        (IpAddr::V6(g), Some(IpAddr::V6(src))) => {
+            join_ssm_v6(&s, &g, &src, iface.index).map_err(err("source-specific join"))?
+        }
         (IpAddr::V6(g), _) => s.join_multicast_v6(&g, iface.index).map_err(err("join"))?,
     }
     s.set_nonblocking(true).map_err(err("set non-blocking"))?;
     UdpSocket::from_std(s.into()).map_err(err("register"))
 }
 
+/// Source-specific join for IPv6 (`MCAST_JOIN_SOURCE_GROUP`), which socket2
+/// does not offer.
+fn join_ssm_v6(
+    sock: &Socket,
+    group: &Ipv6Addr,
+    source: &Ipv6Addr,
+    index: u32,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    fn storage(ip: &Ipv6Addr) -> libc::sockaddr_storage {
+        // SAFETY: sockaddr_storage is plain old data; all zeroes is valid.
+        let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+        let sin6 = libc::sockaddr_in6 {
+            sin6_family: libc::AF_INET6 as libc::sa_family_t,
+            sin6_port: 0,
+            sin6_flowinfo: 0,
+            sin6_addr: libc::in6_addr {
+                s6_addr: ip.octets(),
+            },
+            sin6_scope_id: 0,
+        };
+        // SAFETY: sockaddr_storage is larger than and aligned for any
+        // sockaddr, sockaddr_in6 included.
+        unsafe {
+            std::ptr::write(
+                (&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>(),
+                sin6,
+            )
+        };
+        ss
+    }
+    let req = libc::group_source_req {
+        gsr_interface: index,
+        gsr_group: storage(group),
+        gsr_source: storage(source),
+    };
+    // SAFETY: `req` is a valid group_source_req that outlives the call, and
+    // the length passed is its size.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_IPV6,
+            libc::MCAST_JOIN_SOURCE_GROUP,
+            (&req as *const libc::group_source_req).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::group_source_req>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// The receive buffer the kernel actually granted (for the startup line).
 pub fn recv_buffer(sock: &UdpSocket) -> usize {
     socket2::SockRef::from(sock).recv_buffer_size().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source-specific receiver hears the named source only. Both
+    /// receivers are members of the same group; the kernel delivers to all
+    /// members at once, so once the right one has the datagram the other's
+    /// queue is settled.
+    #[tokio::test]
+    async fn a_source_specific_join_filters_other_sources() {
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 171), 4771).into();
+        let right = receiver(&group, &lo, Some(Ipv4Addr::LOCALHOST.into())).expect("ssm right");
+        let wrong =
+            receiver(&group, &lo, Some(Ipv4Addr::new(127, 0, 0, 2).into())).expect("ssm wrong");
+        let tx = sender(&group, &lo, 1, Some(Ipv4Addr::LOCALHOST.into())).expect("sender");
+        tx.send_to(b"from 127.0.0.1", group).await.expect("send");
+        let mut buf = [0u8; 64];
+        let got =
+            tokio::time::timeout(std::time::Duration::from_secs(5), right.recv_from(&mut buf))
+                .await
+                .expect("the named source is heard")
+                .expect("recv");
+        assert_eq!(&buf[..got.0], b"from 127.0.0.1");
+        assert!(
+            wrong.try_recv_from(&mut buf).is_err(),
+            "another source's join heard it"
+        );
+    }
 }
