@@ -65,7 +65,25 @@ pub fn run(a: SimArgs) -> ExitCode {
     print!("{}", output::markdown(&points, variable));
     match output::write(&a.out, &s.name, &points, variable) {
         Ok(()) => {
-            println!("\nwrote {}/{}.csv and .md", a.out.display(), s.name);
+            let svg = a.out.join(format!("{}.svg", s.name));
+            let png = a.out.join(format!("{}.png", s.name));
+            // PNG through librsvg's converter when it is installed.
+            let made_png = std::process::Command::new("rsvg-convert")
+                .arg(&svg)
+                .arg("-o")
+                .arg(&png)
+                .status()
+                .is_ok_and(|st| st.success());
+            println!(
+                "\nwrote {}/{}.csv, .md, .svg{}",
+                a.out.display(),
+                s.name,
+                if made_png {
+                    " and .png"
+                } else {
+                    " (no .png: install rsvg-convert, Debian package librsvg2-bin)"
+                }
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -10,6 +10,7 @@
 //! seeds on all cores ([`sweep`]) and writes the results ([`output`]).
 
 pub mod output;
+pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod sweep;

@@ -65,7 +65,7 @@ pub fn markdown(points: &[Point], variable: &str) -> String {
     o
 }
 
-/// Writes `<dir>/<name>.csv` and `<dir>/<name>.md`.
+/// Writes `<dir>/<name>.csv`, `<dir>/<name>.md` and `<dir>/<name>.svg`.
 pub fn write(dir: &Path, name: &str, points: &[Point], variable: &str) -> Result<(), SimError> {
     let err = |p: &Path, e| SimError::Output {
         path: p.display().to_string(),
@@ -76,5 +76,7 @@ pub fn write(dir: &Path, name: &str, points: &[Point], variable: &str) -> Result
     std::fs::write(&c, csv(points)).map_err(|e| err(&c, e))?;
     let m = dir.join(format!("{name}.md"));
     std::fs::write(&m, markdown(points, variable)).map_err(|e| err(&m, e))?;
+    let g = dir.join(format!("{name}.svg"));
+    std::fs::write(&g, crate::plot::svg(points, variable, name)).map_err(|e| err(&g, e))?;
     Ok(())
 }

@@ -127,3 +127,15 @@ items = [2, 3]
     let avg = m.delays.iter().sum::<f64>() / 3.0;
     assert!((avg - 3.0 * t - 0.16).abs() < 0.1, "{avg}");
 }
+
+#[test]
+fn the_plot_has_a_line_per_series_and_labelled_axes() {
+    let s = short(TWO_SERIES);
+    let pts = sweep(&s, 1, 2, &|_, _| {});
+    let svg = repocast_sim::plot::svg(&pts, "client_loss", "t");
+    assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(svg.matches("<polyline").count(), 2);
+    assert_eq!(svg.matches("<circle").count(), 4);
+    assert!(svg.contains(">client_loss</text>") && svg.contains("average client delay (s)"));
+    assert!(svg.contains("FEC(0)+R(inf)") && svg.contains("FEC(0.01R)+R(0)"));
+}
