@@ -292,20 +292,16 @@ impl Server {
         } else {
             None
         };
-        let next = if cur.arm.is_some() {
-            let iv = self.cfg.packet_interval;
-            cur.next_arm_packet(
-                now,
-                iv,
-                self.cfg.session,
-                &st.info,
-                &st.layout,
-                self.cfg.code,
-                src,
-            )
-        } else {
-            cur.next_packet(self.cfg.session, &st.info, &st.layout, self.cfg.code, src)
-        };
+        let iv = self.cfg.packet_interval;
+        let next = cur.next(
+            now,
+            iv,
+            self.cfg.session,
+            &st.info,
+            &st.layout,
+            self.cfg.code,
+            src,
+        );
         match next {
             Ok(Some(pkt)) => {
                 let burst = self.cfg.packet_interval * self.cfg.burst.max(1);

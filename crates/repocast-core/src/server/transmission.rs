@@ -218,9 +218,13 @@ impl Transmission {
         self.seq
     }
 
-    /// Produces the next data packet (payload only when `source` is given).
-    pub fn next_packet(
+    /// Produces the next data packet (payload only when `source` is given),
+    /// from the plan or, for ARM, from the interleaved open-ended rounds.
+    #[allow(clippy::too_many_arguments)]
+    pub fn next(
         &mut self,
+        now: crate::Instant,
+        interval: std::time::Duration,
         session: SessionId,
         info: &ItemInfo,
         layout: &Layout,
@@ -228,8 +232,20 @@ impl Transmission {
         source: Option<&mut dyn BlockSource>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
         if self.arm.is_some() {
-            return Ok(None);
+            self.next_arm_packet(now, interval, session, info, layout, code, source)
+        } else {
+            self.next_planned(session, info, layout, code, source)
         }
+    }
+
+    fn next_planned(
+        &mut self,
+        session: SessionId,
+        info: &ItemInfo,
+        layout: &Layout,
+        code: CodeKind,
+        source: Option<&mut dyn BlockSource>,
+    ) -> Result<Option<DataRepr>, ReadFailed> {
         let Some(seg) = self.plan.get(self.seg) else {
             return Ok(None);
         };
@@ -305,7 +321,7 @@ impl Transmission {
     /// after a probe that drew no NAK within 2 RTT. Encoders for every block
     /// stay alive for the whole transmission (ARM holds the item's blocks).
     #[allow(clippy::too_many_arguments)]
-    pub fn next_arm_packet(
+    fn next_arm_packet(
         &mut self,
         now: crate::Instant,
         interval: std::time::Duration,
