@@ -53,13 +53,16 @@ pub fn run(a: SimArgs) -> ExitCode {
     });
     bar.finish_and_clear();
     let variable = s.sweep.as_ref().map_or("x", |w| w.variable.as_str());
+    let wall = started.elapsed().as_secs_f64();
+    let events: u64 = points.iter().map(|p| p.events).sum();
     println!(
-        "{}: {} series x {} points x {} seeds in {:.1} s on {jobs} threads",
+        "{}: {} series x {} points x {} seeds in {wall:.2} s on {jobs} threads; \
+         {events} events, {:.1} M events/s",
         s.name,
         s.series.len(),
         s.xs().len(),
         seeds,
-        started.elapsed().as_secs_f64()
+        events as f64 / wall.max(1e-9) / 1e6
     );
     println!("\naverage client delay, seconds (± 95% CI):\n");
     print!("{}", output::markdown(&points, variable));

@@ -68,6 +68,12 @@ fn main() {
         .iter()
         .filter_map(|r| r.delay.map(|d| d.as_secs_f64()))
         .collect();
+    let useful: u64 = reps.iter().map(|r| r.stats.useful).sum();
+    let useless: u64 = reps.iter().map(|r| r.stats.useless).sum();
+    println!(
+        "{} events; deliveries {useful} useful, {useless} useless",
+        h.events()
+    );
     println!(
         "{scheme}: {clients} clients ({} complete), {} data packets, {} NAKs, avg delay {:.0} s, wall {:.3} s ({:.2} M packets/s)",
         done.len(),

@@ -27,6 +27,8 @@ pub struct RunMetrics {
     pub naks: u64,
     /// Packets clients received and could not use.
     pub useless: u64,
+    /// Events the engine simulated (see `Harness::events`).
+    pub events: u64,
 }
 
 /// Runs `series` on `scenario` (already at its x) with `seed`.
@@ -80,5 +82,6 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     m.data_packets = st.data_packets;
     m.repair_packets = st.repair_packets;
     m.naks = st.naks;
+    m.events = h.events();
     m
 }

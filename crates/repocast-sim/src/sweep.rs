@@ -32,6 +32,8 @@ pub struct Point {
     pub repair_packets: f64,
     /// NAKs.
     pub naks: f64,
+    /// Simulated events, summed over seeds (for events per second).
+    pub events: u64,
 }
 
 fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
@@ -66,6 +68,7 @@ fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
         data_packets: avg(&|r| r.data_packets as f64),
         repair_packets: avg(&|r| r.repair_packets as f64),
         naks: avg(&|r| r.naks as f64),
+        events: runs.iter().map(|r| r.events).sum(),
     }
 }
 

@@ -17,13 +17,14 @@
 pub mod item;
 mod receive;
 mod spill;
+mod table;
 
 use crate::fec::layout::Layout;
 use crate::rng::Rng;
 use crate::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemSel, NakRepr, ServerMsg};
 use crate::{Instant, ItemId, SessionId, TransmissionId};
-use item::{ItemPhase, ItemRx, Listening};
-use std::collections::{BTreeMap, VecDeque};
+use item::{ItemPhase, Listening};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Client settings.
@@ -98,7 +99,7 @@ pub struct Client {
     cfg: ClientConfig,
     rng: Rng,
     session: Option<SessionId>,
-    items: BTreeMap<ItemId, ItemRx>,
+    items: table::ItemTable,
     pending_names: usize,
     outbox: VecDeque<ClientMsg>,
     events: VecDeque<ClientEvent>,
@@ -128,7 +129,7 @@ impl Client {
             rng: Rng::new(cfg.seed),
             cfg,
             session: None,
-            items: BTreeMap::new(),
+            items: table::ItemTable::default(),
             pending_names: 0,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -151,7 +152,7 @@ impl Client {
         for sel in &items {
             match sel {
                 ItemSel::Id(id) => {
-                    self.items.entry(*id).or_default();
+                    self.items.get_or_insert(*id);
                 }
                 ItemSel::Name(_) => self.pending_names += 1,
             }
@@ -356,7 +357,7 @@ impl Client {
             Some(_) => return,
             None if self.pending_names > 0 => {
                 self.pending_names -= 1;
-                self.items.entry(item).or_default()
+                self.items.get_or_insert(item)
             }
             None => return,
         };
@@ -400,7 +401,7 @@ impl Client {
                     .as_ref()
                     .is_some_and(|l| !l.ended && (l.id != a.transmission))
             })
-            .map(|(id, _)| *id)
+            .map(|(id, _)| id)
             .collect();
         for id in ended {
             self.end_listening(now, id);
@@ -480,7 +481,7 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.flush_replay(now);
         self.deadline.set(None);
-        let ids: Vec<ItemId> = self.items.keys().copied().collect();
+        let ids: Vec<ItemId> = self.items.keys().collect();
         for id in ids {
             let grace = self.cfg.end_grace;
             let Some(it) = self.items.get_mut(&id) else {

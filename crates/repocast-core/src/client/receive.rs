@@ -23,7 +23,9 @@ impl Client {
 
     /// A data packet. Returns true if it was useful.
     pub fn handle_data(&mut self, now: Instant, p: &DataRepr) -> bool {
-        self.flush_replay(now);
+        if !self.replay.is_empty() {
+            self.flush_replay(now);
+        }
         // One transmission is on air at a time: a packet of a later one
         // ends the one we were hearing (its end announcement may be lost).
         if self.session.is_none_or(|s| s == p.session) {
@@ -58,8 +60,9 @@ impl Client {
             return false;
         }
         let payloads = self.cfg.payloads;
-        let waiting_manifest = match self.items.get(&p.item) {
-            Some(it) => it.phase == ItemPhase::Requested,
+        let phase = self.items.get(&p.item).map(|it| it.phase);
+        let waiting_manifest = match phase {
+            Some(phase) => phase == ItemPhase::Requested,
             None => self.pending_names > 0,
         };
         if waiting_manifest {
@@ -69,12 +72,12 @@ impl Client {
             self.early.push_back(p.clone());
             return false;
         }
+        if phase != Some(ItemPhase::Receiving) {
+            return false;
+        }
         let Some(it) = self.items.get_mut(&p.item) else {
             return false;
         };
-        if it.phase != ItemPhase::Receiving {
-            return false;
-        }
         // A newer transmission of a wanted item whose announcement we did not
         // hear (announcements travel on lossy multicast too): join it.
         let newer = it.listening.as_ref().is_none_or(|l| l.id < p.transmission);

@@ -204,9 +204,14 @@ pub(crate) fn admissible(
     esi < space && (!payloads || payload.is_some_and(|p| p.len() == symbol_size))
 }
 
-/// A set of symbol ids, as a growable bitmap.
+/// A set of symbol ids, as a growable bitmap starting at the word of the
+/// lowest id seen (repair ids climb through a long run: a receiver that
+/// joins late holds only high ids, and a bitmap from zero would cost it
+/// kilobytes per block).
 #[derive(Debug, Clone, Default)]
 pub struct IdSet {
+    /// Word index of `words[0]`.
+    base: u32,
     words: Vec<u64>,
     len: u32,
 }
@@ -214,7 +219,15 @@ pub struct IdSet {
 impl IdSet {
     /// Inserts `id`; true if it was new.
     pub fn insert(&mut self, id: u32) -> bool {
-        let w = (id / 64) as usize;
+        let wi = id / 64;
+        if self.words.is_empty() {
+            self.base = wi;
+        } else if wi < self.base {
+            let shift = (self.base - wi) as usize;
+            self.words.splice(0..0, std::iter::repeat_n(0, shift));
+            self.base = wi;
+        }
+        let w = (wi - self.base) as usize;
         if w >= self.words.len() {
             self.words.resize(w + 1, 0);
         }
@@ -229,8 +242,9 @@ impl IdSet {
 
     /// Whether `id` is present.
     pub fn contains(&self, id: u32) -> bool {
-        self.words
-            .get((id / 64) as usize)
+        (id / 64)
+            .checked_sub(self.base)
+            .and_then(|w| self.words.get(w as usize))
             .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
     }
 
@@ -247,5 +261,25 @@ impl IdSet {
     /// Ids below `k` that are absent.
     pub fn missing_below(&self, k: u32) -> Vec<u32> {
         (0..k).filter(|&i| !self.contains(i)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::IdSet;
+
+    #[test]
+    fn id_set_grows_both_ways_from_its_first_id() {
+        let mut s = IdSet::default();
+        let ids = [70_000u32, 70_063, 70_064, 5, 0, 1_000_000, 69_999];
+        for &id in &ids {
+            assert!(s.insert(id));
+            assert!(!s.insert(id), "{id} inserted twice");
+        }
+        assert_eq!(s.len(), ids.len() as u32);
+        for id in 0..1_000_100u32 {
+            assert_eq!(s.contains(id), ids.contains(&id), "{id}");
+        }
+        assert_eq!(s.missing_below(7), vec![1, 2, 3, 4, 6]);
     }
 }

@@ -66,11 +66,17 @@ struct Node {
     lost: u64,
     /// The deadline filed in the timer heap for this client.
     timer: Option<Instant>,
+    /// The client's counters, kept when it finishes and its state machine
+    /// is dropped (a simulated day has tens of thousands of clients).
+    final_stats: Option<crate::client::ClientStats>,
 }
 
+/// A control message in flight. With payloads it has already been through
+/// its byte encoding (as a driver would send it); accounting runs pass the
+/// value itself.
 enum Pending {
-    ToServer(usize, Vec<u8>),
-    ToClient(usize, Vec<u8>),
+    ToServer(usize, ClientMsg),
+    ToClient(usize, ServerMsg),
 }
 
 /// One server and its clients on a virtual clock.
@@ -112,6 +118,9 @@ pub struct Harness {
     seq: u64,
     payloads: bool,
     seed: u64,
+    /// Events simulated: packets and announcements handed to a receiver,
+    /// control messages delivered, timers fired, clients joined.
+    events: u64,
 }
 
 impl Harness {
@@ -162,6 +171,7 @@ impl Harness {
             seq: 0,
             payloads,
             seed,
+            events: 0,
         })
     }
 
@@ -189,6 +199,7 @@ impl Harness {
             offered: 0,
             lost: 0,
             timer: None,
+            final_stats: None,
         });
         i
     }
@@ -206,6 +217,7 @@ impl Harness {
                 break;
             }
             self.joins.pop();
+            self.events += 1;
             {
                 let id = self.server.handle_connect(self.now);
                 self.by_id.insert(id, i);
@@ -238,16 +250,25 @@ impl Harness {
                                 continue;
                             }
                             nodes[i].client.handle_announce(now, &a);
+                            self.events += 1;
                             self.touched.push(i);
                         }
                     }
                 }
                 Transmit::Control(c, msg) => {
                     if let Some(&i) = self.by_id.get(&c) {
-                        let mut b = Vec::new();
-                        msg.emit(&mut b);
+                        let msg = if self.payloads {
+                            let mut b = Vec::new();
+                            msg.emit(&mut b);
+                            match ServerMsg::parse(&b) {
+                                Ok(m) => m,
+                                Err(_) => continue,
+                            }
+                        } else {
+                            msg
+                        };
                         let at = self.arrival(now, i, false);
-                        self.schedule(at, Pending::ToClient(i, b));
+                        self.schedule(at, Pending::ToClient(i, msg));
                     }
                 }
             }
@@ -266,10 +287,22 @@ impl Harness {
                 self.on_event(i, e);
             }
             while let Some(m) = self.nodes[i].client.poll_transmit() {
-                let mut b = Vec::new();
-                m.emit(&mut b);
+                let m = if self.payloads {
+                    let mut b = Vec::new();
+                    m.emit(&mut b);
+                    match ClientMsg::parse(&b) {
+                        Ok(m) => m,
+                        Err(_) => continue,
+                    }
+                } else {
+                    m
+                };
                 let at = self.arrival(now, i, true);
-                self.schedule(at, Pending::ToServer(i, b));
+                self.schedule(at, Pending::ToServer(i, m));
+            }
+            if self.nodes[i].done_at.is_some() {
+                self.retire(i);
+                continue;
             }
             let t = self.nodes[i].client.poll_timeout();
             if t != self.nodes[i].timer {
@@ -309,6 +342,7 @@ impl Harness {
             if self.nodes[i].timer == Some(t) && self.nodes[i].done_at.is_none() {
                 self.nodes[i].timer = None;
                 self.nodes[i].client.handle_timeout(self.now);
+                self.events += 1;
                 self.touched.push(i);
             }
         }
@@ -341,7 +375,23 @@ impl Harness {
                 continue;
             }
             n.client.handle_data(self.now, p);
+            self.events += 1;
             self.touched.push(i);
+        }
+    }
+
+    /// Drops a finished client's state machine, keeping its counters, and
+    /// closes its connection (as a real client does once told Done).
+    fn retire(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        if n.final_stats.is_none() {
+            n.final_stats = Some(n.client.stats());
+            n.client = Client::new(ClientConfig::default());
+            n.timer = None;
+            if let Some(id) = n.id {
+                self.server.handle_disconnect(self.now, id);
+                self.by_id.remove(&id);
+            }
         }
     }
 
@@ -390,19 +440,18 @@ impl Harness {
                 break;
             }
             self.queue.pop();
+            self.events += 1;
             match self.pending.remove(&seq) {
-                Some(Pending::ToServer(i, b)) => {
-                    if let (Some(id), Ok(m)) = (self.nodes[i].id, ClientMsg::parse(&b)) {
+                Some(Pending::ToServer(i, m)) => {
+                    if let Some(id) = self.nodes[i].id {
                         self.server.handle_client_msg(self.now, id, m);
                     }
                 }
-                Some(Pending::ToClient(i, b)) => {
-                    if let Ok(m) = ServerMsg::parse(&b) {
-                        self.nodes[i].client.handle_server_msg(self.now, m);
-                        self.touched.push(i);
-                    }
+                Some(Pending::ToClient(i, m)) if self.nodes[i].final_stats.is_none() => {
+                    self.nodes[i].client.handle_server_msg(self.now, m);
+                    self.touched.push(i);
                 }
-                None => {}
+                Some(Pending::ToClient(..)) | None => {}
             }
         }
     }
@@ -440,6 +489,12 @@ impl Harness {
         }
     }
 
+    /// Events simulated so far: data packets and announcements handed to a
+    /// receiver, control messages delivered, client timers fired, joins.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
     /// Each client's outcome.
     pub fn reports(&self) -> Vec<ClientReport> {
         self.nodes
@@ -454,7 +509,7 @@ impl Harness {
                 } else {
                     n.lost as f64 / n.offered as f64
                 },
-                stats: n.client.stats(),
+                stats: n.final_stats.unwrap_or_else(|| n.client.stats()),
             })
             .collect()
     }
