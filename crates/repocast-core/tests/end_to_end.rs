@@ -313,3 +313,53 @@ fn same_seed_same_run() {
     assert_eq!(a.server.stats(), b.server.stats());
     assert_eq!(a.reports(), b.reports());
 }
+
+#[test]
+fn push_mode_delivers_without_a_back_channel() {
+    use repocast_core::sched::SchedulerKind;
+    let seed = seed();
+    let data = items(seed);
+    for (scheduler, scheme, code) in [
+        (SchedulerKind::Flat, "FEC(0)+R(0)", CodeKind::RaptorQ),
+        (SchedulerKind::Flat, "FEC(0)+R(0)", CodeKind::Exact),
+        (
+            SchedulerKind::Mad {
+                weights: vec![0.3, 0.05, 0.05, 0.05, 0.3, 0.2, 0.05],
+            },
+            "FEC(0.2)+R(0)",
+            CodeKind::ReedSolomon,
+        ),
+    ] {
+        let mut cfg = config(scheme, code, seed);
+        cfg.scheduler = scheduler.clone();
+        let mut h = Harness::new(cfg, data.clone(), LossSpec::NONE).expect("harness");
+        let plan = [
+            (vec![0, 1, 4, 5], LossSpec::NONE),
+            (vec![1, 2, 3, 5, 6], LossSpec::Bernoulli { p: 0.1 }),
+            (vec![4, 5, 6], LossSpec::bursty(0.25, 4.0)),
+            (vec![0, 2, 5], LossSpec::Bernoulli { p: 0.5 }),
+        ];
+        for (i, (want, loss)) in plan.iter().enumerate() {
+            h.add_client(ClientSpec {
+                items: ids(want),
+                loss: *loss,
+                join_at: Instant::from_millis(i as u64 * 7),
+            });
+        }
+        assert!(
+            h.run(Instant::from_millis(600_000)),
+            "{scheduler:?} {code:?}"
+        );
+        for (rep, (want, _)) in h.reports().iter().zip(&plan) {
+            assert_eq!(rep.completed, want.len(), "{scheduler:?} {code:?}");
+            assert!(rep.failures.is_empty() && rep.delay.is_some());
+            assert!(rep.first_useful.is_some_and(|f| Some(f) <= rep.delay));
+            assert_eq!(rep.stats.naks, 0, "push mode never NAKs");
+            for &w in want {
+                assert_eq!(rep.files[&ItemId(w)], data[w as usize].1, "item {w}");
+            }
+        }
+        let st = h.server.stats();
+        assert_eq!((st.naks, st.repair_packets), (0, 0), "{scheduler:?}");
+    }
+}

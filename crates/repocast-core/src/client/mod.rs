@@ -10,11 +10,16 @@
 //! are in, [`ClientEvent::ItemAssembled`] asks the driver to check the whole
 //! item's hash and answer with [`Client::confirm_item`].
 //!
+//! In push mode ([`Client::subscribe`] instead of `request`) there is no
+//! request connection: the client listens to the carousel, never NAKs, and
+//! says [`ClientEvent::Done`] itself.
+//!
 //! This module holds the request, control and timer side; `receive` holds
 //! the data path (decoders, ARM probes, verified blocks) and `spill` the
 //! memory bound (drivers may evict partial blocks and restore them).
 
 pub mod item;
+mod push;
 mod receive;
 mod spill;
 mod table;
@@ -114,6 +119,8 @@ pub struct Client {
     on_air: Option<(ItemId, TransmissionId)>,
     stats: ClientStats,
     done: bool,
+    /// Push mode: no back channel (see `push`).
+    push: bool,
     /// Cached earliest deadline; `None` when it must be recomputed. Every
     /// change to a listening or report timer clears it.
     deadline: std::cell::Cell<Option<Option<Instant>>>,
@@ -140,6 +147,7 @@ impl Client {
             on_air: None,
             stats: ClientStats::default(),
             done: false,
+            push: false,
             deadline: std::cell::Cell::new(None),
         }
     }
@@ -261,6 +269,7 @@ impl Client {
             name,
             reason,
         });
+        self.push_check_done();
     }
 
     /// The driver's verdict on an assembled item's whole hash.
@@ -274,8 +283,12 @@ impl Client {
         };
         if verified {
             it.phase = ItemPhase::Complete;
-            self.outbox.extend(it.done_report.take());
+            let report = it.done_report.take();
+            if !self.push {
+                self.outbox.extend(report);
+            }
             self.events.push_back(ClientEvent::ItemComplete(item));
+            self.push_check_done();
         } else {
             let name = it
                 .manifest
@@ -288,6 +301,7 @@ impl Client {
                 name,
                 reason: "whole-item hash mismatch".into(),
             });
+            self.push_check_done();
         }
     }
 
@@ -471,7 +485,7 @@ impl Client {
         }
         l.ended = true;
         self.deadline.set(None);
-        if it.phase == ItemPhase::Receiving {
+        if it.phase == ItemPhase::Receiving && !self.push {
             it.report_due = Some((now + delay, l.id));
         }
     }
@@ -554,7 +568,10 @@ impl Client {
         } else {
             it.phase = ItemPhase::Complete;
             self.events.push_back(ClientEvent::ItemComplete(item));
-            self.outbox.push_back(done);
+            if !self.push {
+                self.outbox.push_back(done);
+            }
+            self.push_check_done();
         }
     }
 }

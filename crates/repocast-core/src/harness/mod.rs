@@ -50,6 +50,9 @@ pub struct ClientReport {
     pub measured_loss: f64,
     /// The client's counters.
     pub stats: crate::client::ClientStats,
+    /// From its request to the first packet it could use (push mode's
+    /// seek time ends with that packet).
+    pub first_useful: Option<Duration>,
 }
 
 struct Node {
@@ -69,6 +72,7 @@ struct Node {
     /// The client's counters, kept when it finishes and its state machine
     /// is dropped (a simulated day has tens of thousands of clients).
     final_stats: Option<crate::client::ClientStats>,
+    first_useful: Option<Instant>,
 }
 
 /// A control message in flight. With payloads it has already been through
@@ -117,6 +121,9 @@ pub struct Harness {
     pending: BTreeMap<u64, Pending>,
     seq: u64,
     payloads: bool,
+    /// Push mode: clients subscribe to the carousel with the manifests
+    /// instead of connecting and requesting.
+    push: bool,
     seed: u64,
     /// Events simulated: packets and announcements handed to a receiver,
     /// control messages delivered, timers fired, clients joined.
@@ -131,6 +138,7 @@ impl Harness {
         server_loss: LossSpec,
     ) -> Result<Harness, ServerError> {
         let payloads = cfg.payloads;
+        let push = cfg.scheduler.is_push();
         let fec = crate::wire::FecParams {
             code: cfg.code,
             symbol_size: cfg.symbol_size,
@@ -170,6 +178,7 @@ impl Harness {
             pending: BTreeMap::new(),
             seq: 0,
             payloads,
+            push,
             seed,
             events: 0,
         })
@@ -200,6 +209,7 @@ impl Harness {
             lost: 0,
             timer: None,
             final_stats: None,
+            first_useful: None,
         });
         i
     }
@@ -218,7 +228,17 @@ impl Harness {
             }
             self.joins.pop();
             self.events += 1;
-            {
+            if self.push {
+                self.unfinished += 1;
+                for it in &self.nodes[i].spec.items {
+                    self.interest.entry(*it).or_default().push(i);
+                }
+                self.touched.push(i);
+                let manifests = (self.nodes[i].spec.items.iter())
+                    .filter_map(|it| self.server.manifest(*it))
+                    .collect();
+                self.nodes[i].client.subscribe(self.now, manifests);
+            } else {
                 let id = self.server.handle_connect(self.now);
                 self.by_id.insert(id, i);
                 self.unfinished += 1;
@@ -374,7 +394,9 @@ impl Harness {
                 n.lost += 1;
                 continue;
             }
-            n.client.handle_data(self.now, p);
+            if n.client.handle_data(self.now, p) && n.first_useful.is_none() {
+                n.first_useful = Some(self.now);
+            }
             self.events += 1;
             self.touched.push(i);
         }
@@ -510,6 +532,7 @@ impl Harness {
                     n.lost as f64 / n.offered as f64
                 },
                 stats: n.final_stats.unwrap_or_else(|| n.client.stats()),
+                first_useful: n.first_useful.map(|t| t - n.spec.join_at),
             })
             .collect()
     }
