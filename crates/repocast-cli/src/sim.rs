@@ -55,30 +55,33 @@ pub fn run(a: SimArgs) -> ExitCode {
     let variable = s.sweep.as_ref().map_or("x", |w| w.variable.as_str());
     let wall = started.elapsed().as_secs_f64();
     let events: u64 = points.iter().map(|p| p.events).sum();
-    println!(
+    // Files first: a closed stdout (`| head`) must not lose the results.
+    let written = output::write(&a.out, &s.name, &points, variable);
+    let made_png = written.is_ok() && {
+        let svg = a.out.join(format!("{}.svg", s.name));
+        let png = a.out.join(format!("{}.png", s.name));
+        // PNG through librsvg's converter when it is installed.
+        std::process::Command::new("rsvg-convert")
+            .arg(&svg)
+            .arg("-o")
+            .arg(&png)
+            .status()
+            .is_ok_and(|st| st.success())
+    };
+    let mut report = format!(
         "{}: {} series x {} points x {} seeds in {wall:.2} s on {jobs} threads; \
-         {events} events, {:.1} M events/s",
+         {events} events, {:.1} M events/s\n\naverage client delay, seconds (± 95% CI):\n\n{}",
         s.name,
         s.series.len(),
         s.xs().len(),
         seeds,
-        events as f64 / wall.max(1e-9) / 1e6
+        events as f64 / wall.max(1e-9) / 1e6,
+        output::markdown(&points, variable)
     );
-    println!("\naverage client delay, seconds (± 95% CI):\n");
-    print!("{}", output::markdown(&points, variable));
-    match output::write(&a.out, &s.name, &points, variable) {
+    match written {
         Ok(()) => {
-            let svg = a.out.join(format!("{}.svg", s.name));
-            let png = a.out.join(format!("{}.png", s.name));
-            // PNG through librsvg's converter when it is installed.
-            let made_png = std::process::Command::new("rsvg-convert")
-                .arg(&svg)
-                .arg("-o")
-                .arg(&png)
-                .status()
-                .is_ok_and(|st| st.success());
-            println!(
-                "\nwrote {}/{}.csv, .md, .svg{}",
+            report.push_str(&format!(
+                "\nwrote {}/{}.csv, .md, .svg{}\n",
                 a.out.display(),
                 s.name,
                 if made_png {
@@ -86,10 +89,13 @@ pub fn run(a: SimArgs) -> ExitCode {
                 } else {
                     " (no .png: install rsvg-convert, Debian package librsvg2-bin)"
                 }
-            );
+            ));
+            // A closed stdout is not an error worth a panic.
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes());
             ExitCode::SUCCESS
         }
         Err(e) => {
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes());
             eprintln!("repocast sim: {e}");
             ExitCode::FAILURE
         }

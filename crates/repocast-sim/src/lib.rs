@@ -14,6 +14,7 @@ pub mod plot;
 pub mod run;
 pub mod scenario;
 pub mod sweep;
+pub mod trace;
 pub mod workload;
 
 /// Errors of the simulator's boundary (scenario files, output).

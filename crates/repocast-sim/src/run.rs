@@ -17,6 +17,9 @@ pub struct RunMetrics {
     pub delays: Vec<f64>,
     /// Each completed client's link loss (for the loss-weighted mean).
     pub losses: Vec<f64>,
+    /// Each completed client's seek time: request to its first useful
+    /// packet, seconds (SPEC 4; the rest of its delay is transfer time).
+    pub seeks: Vec<f64>,
     /// Clients that arrived.
     pub arrived: usize,
     /// Data packets sent.
@@ -37,10 +40,20 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     let n = &s.network;
     let ms = |x: f64| Duration::from_secs_f64(x.max(0.0) / 1000.0);
     let code = CodeKind::from_name(&series.code).unwrap_or(CodeKind::RaptorQ);
+    let specs = workload::clients(s, seed);
+    let sizes = workload::catalogue(s);
+    let scheduler = match SchedulerKind::from_name(&series.scheduler) {
+        // MAD's access probabilities: each document's share of requests.
+        Some(SchedulerKind::Mad { .. }) => SchedulerKind::Mad {
+            weights: workload::popularity(&specs, sizes.len()),
+        },
+        Some(k) => k,
+        None => SchedulerKind::Rq,
+    };
     let cfg = ServerConfig {
         session: SessionId(1),
         scheme: series.scheme.parse().unwrap_or_default(),
-        scheduler: SchedulerKind::from_name(&series.scheduler).unwrap_or(SchedulerKind::Rq),
+        scheduler,
         code,
         symbol_size: w.packet_bytes.max(16) & !1,
         max_block_symbols: code.default_block_symbols(),
@@ -51,16 +64,14 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
         seed,
         ..ServerConfig::default()
     };
-    let size = w.item_packets as usize * cfg.symbol_size as usize;
-    let items = (0..w.items)
-        .map(|i| (format!("i{i}"), vec![0u8; size]))
+    let items = (sizes.iter().enumerate())
+        .map(|(i, &size)| (format!("i{i}"), vec![0u8; size as usize]))
         .collect();
     let Ok(mut h) = Harness::new(cfg, items, workload::loss(n.server_loss, n.burst)) else {
         return RunMetrics::default();
     };
     h.control_delay = ms(n.nak_travel_min_ms);
     h.control_tail = ms(n.nak_travel_mean_ms - n.nak_travel_min_ms);
-    let specs = workload::clients(s, seed);
     let arrived = specs.len();
     let losses: Vec<f64> = specs.iter().map(|c| c.loss.mean_loss()).collect();
     for c in specs {
@@ -76,6 +87,8 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
         if let Some(d) = rep.delay {
             m.delays.push(d.as_secs_f64());
             m.losses.push(p);
+            m.seeks
+                .push(rep.first_useful.unwrap_or(d).min(d).as_secs_f64());
         }
     }
     let st = h.server.stats();

@@ -107,6 +107,15 @@ pub struct Workload {
     pub high_loss: f64,
     /// Fraction of clients in the second class.
     pub high_fraction: f64,
+    /// A web-server log in Common Log Format (path relative to the
+    /// scenario file): its documents become the items and its objects the
+    /// clients (arrivals, request sizes and popularity come from it).
+    pub trace: Option<String>,
+    /// Requests of one host within this many seconds form one object.
+    pub trace_window_s: f64,
+    /// The parsed trace (filled in by [`Scenario::load`]).
+    #[serde(skip)]
+    pub parsed_trace: Option<std::sync::Arc<crate::trace::Trace>>,
 }
 
 impl Default for Workload {
@@ -122,6 +131,9 @@ impl Default for Workload {
             zipf_s: 1.0,
             high_loss: 0.5,
             high_fraction: 0.0,
+            trace: None,
+            trace_window_s: 1.0,
+            parsed_trace: None,
         }
     }
 }
@@ -201,7 +213,17 @@ impl Scenario {
             msg,
         };
         let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-        let s: Scenario = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        let mut s: Scenario = toml::from_str(&text).map_err(|e| err(e.to_string()))?;
+        if let Some(t) = &s.workload.trace {
+            let at = path.parent().unwrap_or(std::path::Path::new(".")).join(t);
+            let log = std::fs::read_to_string(&at)
+                .map_err(|e| err(format!("trace {}: {e}", at.display())))?;
+            let trace = crate::trace::Trace::parse(&log, s.workload.trace_window_s);
+            if trace.objects.is_empty() {
+                return Err(err(format!("trace {}: no usable requests", at.display())));
+            }
+            s.workload.parsed_trace = Some(std::sync::Arc::new(trace));
+        }
         s.check()?;
         Ok(s)
     }

@@ -20,6 +20,10 @@ pub struct Point {
     pub ci95_s: f64,
     /// 95th-percentile delay.
     pub p95_delay_s: f64,
+    /// Mean seek time (request to first useful packet), seconds.
+    pub avg_seek_s: f64,
+    /// Mean transfer time (first useful packet to completion), seconds.
+    pub avg_transfer_s: f64,
     /// Mean delay weighted by each client's (1 - loss).
     pub loss_weighted_delay_s: f64,
     /// Clients that completed (mean per seed).
@@ -41,6 +45,7 @@ fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
     let losses: Vec<f64> = runs.iter().flat_map(|r| r.losses.iter().copied()).collect();
     let n = delays.len().max(1) as f64;
     let mean = delays.iter().sum::<f64>() / n;
+    let seek = runs.iter().flat_map(|r| r.seeks.iter()).sum::<f64>() / n;
     let var = delays.iter().map(|d| (d - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
     let mut sorted = delays.clone();
     sorted.sort_by(f64::total_cmp);
@@ -62,6 +67,8 @@ fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
         avg_delay_s: mean,
         ci95_s: 1.96 * (var / n).sqrt(),
         p95_delay_s: p95.unwrap_or(0.0),
+        avg_seek_s: seek,
+        avg_transfer_s: mean - seek,
         loss_weighted_delay_s: lw,
         clients: avg(&|r| r.delays.len() as f64),
         arrived: avg(&|r| r.arrived as f64),

@@ -6,6 +6,9 @@
 //! small and large requests both common, which is what separates R/Q from
 //! FIFO and most-requested, and it has no tail to swamp a day's average.
 //! Items are drawn without replacement, uniformly or by a Zipf law.
+//! With a web-log trace ([`crate::trace`]) the documents are the items and
+//! each object is a client arriving at its time; only the loss class is
+//! drawn.
 
 use crate::scenario::Scenario;
 use repocast_core::harness::ClientSpec;
@@ -20,6 +23,30 @@ pub fn loss(p: f64, burst: f64) -> LossSpec {
     } else {
         LossSpec::bursty(p, burst)
     }
+}
+
+/// Each item's size in bytes: the trace's documents (at least one byte),
+/// or `items` items of `item_packets` packets.
+pub fn catalogue(s: &Scenario) -> Vec<u64> {
+    let w = &s.workload;
+    match &w.parsed_trace {
+        Some(t) => t.documents.iter().map(|d| d.1.max(1)).collect(),
+        None => vec![w.item_packets as u64 * w.packet_bytes as u64; w.items as usize],
+    }
+}
+
+/// Each item's share of all requests (MAD's access probabilities).
+pub fn popularity(clients: &[ClientSpec], items: usize) -> Vec<f64> {
+    let mut n = vec![0.0; items];
+    for c in clients {
+        for it in &c.items {
+            if let Some(x) = n.get_mut(it.0 as usize) {
+                *x += 1.0;
+            }
+        }
+    }
+    let total: f64 = n.iter().sum::<f64>().max(1.0);
+    n.iter().map(|x| x / total).collect()
 }
 
 /// Every client of a run, in arrival order.
@@ -37,6 +64,23 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
     }
     let mut rng = Rng::new(seed ^ 0x0c11e47);
     let w = &s.workload;
+    if let Some(t) = &w.parsed_trace {
+        return (t.objects.iter())
+            .take_while(|o| o.at_s < s.duration_s)
+            .map(|o| {
+                let p = if rng.chance(w.high_fraction) {
+                    w.high_loss
+                } else {
+                    s.network.client_loss
+                };
+                ClientSpec {
+                    items: o.documents.iter().map(|&d| ItemId(d)).collect(),
+                    loss: loss(p, s.network.burst),
+                    join_at: Instant::from_micros((o.at_s * 1e6) as u64),
+                }
+            })
+            .collect();
+    }
     let n = w.items;
     let weights: Vec<f64> = (1..=n)
         .map(|i| {
