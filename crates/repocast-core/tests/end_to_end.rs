@@ -363,3 +363,72 @@ fn push_mode_delivers_without_a_back_channel() {
         assert_eq!((st.naks, st.repair_packets), (0, 0), "{scheduler:?}");
     }
 }
+
+#[test]
+fn tree_links_lose_each_packet_for_every_receiver_below_them() {
+    let seed = seed();
+    let mut cfg = config("FEC(0)+R(inf)", CodeKind::RaptorQ, seed);
+    cfg.payloads = false;
+    cfg.max_block_symbols = 100;
+    let item = vec![0u8; 400 * T as usize];
+    let mut h = Harness::new(cfg, vec![("f".into(), item)], LossSpec::NONE).expect("harness");
+    let shared = h.add_link(LossSpec::Bernoulli { p: 0.3 });
+    for _ in 0..3 {
+        h.add_client(ClientSpec {
+            items: ids(&[0]),
+            loss: LossSpec::NONE,
+            join_at: Instant::ZERO,
+        });
+    }
+    h.set_path(0, vec![shared], Duration::from_millis(20));
+    h.set_path(1, vec![shared], Duration::from_millis(40));
+    assert!(h.run(Instant::from_millis(3_600_000)));
+    let r = h.reports();
+    assert!(r.iter().all(|c| c.completed == 1));
+    // Both receivers below the lossy link see its loss; the one beside it,
+    // none. The farther one hears its repairs later.
+    assert!(
+        (r[0].measured_loss - 0.3).abs() < 0.06,
+        "{}",
+        r[0].measured_loss
+    );
+    assert!(
+        (r[1].measured_loss - 0.3).abs() < 0.06,
+        "{}",
+        r[1].measured_loss
+    );
+    assert_eq!(r[2].measured_loss, 0.0);
+    assert!(r[2].delay < r[0].delay && r[0].delay <= r[1].delay);
+}
+
+/// MFTP's repair (exact packets, R(inf)): NAKs that arrive while a repair
+/// is on air add the ids it lacks, and receivers listening to a newer
+/// transmission are not timed out on the older one (both bugs made a
+/// 1,000-packet file cost several whole passes).
+#[test]
+fn exact_packet_repairs_resend_the_union_without_report_timeouts() {
+    for code in [CodeKind::Exact, CodeKind::RaptorQ, CodeKind::Xor] {
+        let mut cfg = config("FEC(0)+R(inf)", code, seed());
+        cfg.payloads = false;
+        cfg.symbol_size = 512;
+        cfg.max_block_symbols = code.default_block_symbols();
+        cfg.packet_interval = Duration::from_millis(80);
+        let item = vec![0u8; 1000 * 512];
+        let mut h = Harness::new(cfg, vec![("f".into(), item)], LossSpec::NONE).expect("harness");
+        h.control_delay = Duration::from_millis(80);
+        for _ in 0..3 {
+            h.add_client(ClientSpec {
+                items: ids(&[0]),
+                loss: LossSpec::Bernoulli { p: 0.1 },
+                join_at: Instant::ZERO,
+            });
+        }
+        assert!(h.run(Instant::from_millis(86_400_000)));
+        let st = h.server.stats();
+        assert!(h.reports().iter().all(|r| r.completed == 1));
+        assert_eq!(st.report_timeouts, 0, "{code:?}: {st:?}");
+        // One pass plus the union of three 10% receivers' losses (about
+        // 27%) and a little more for the rounds after.
+        assert!(st.data_packets < 1_450, "{code:?}: {st:?}");
+    }
+}

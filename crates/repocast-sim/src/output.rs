@@ -9,12 +9,12 @@ use std::path::Path;
 /// The CSV text.
 pub fn csv(points: &[Point]) -> String {
     let mut o = String::from(
-        "series,x,avg_delay_s,ci95_delay_s,p95_delay_s,loss_weighted_delay_s,clients,arrived,data_packets,repair_packets,naks,avg_seek_s,avg_transfer_s\n",
+        "series,x,avg_delay_s,ci95_delay_s,p95_delay_s,loss_weighted_delay_s,clients,arrived,data_packets,repair_packets,naks,avg_seek_s,avg_transfer_s,max_delay_s\n",
     );
     for p in points {
         let _ = writeln!(
             o,
-            "\"{}\",{},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3}",
+            "\"{}\",{},{:.3},{:.3},{:.3},{:.3},{:.1},{:.1},{:.1},{:.1},{:.1},{:.3},{:.3},{:.3}",
             p.series.replace('"', "'"),
             p.x,
             p.avg_delay_s,
@@ -27,7 +27,8 @@ pub fn csv(points: &[Point]) -> String {
             p.repair_packets,
             p.naks,
             p.avg_seek_s,
-            p.avg_transfer_s
+            p.avg_transfer_s,
+            p.max_delay_s
         );
     }
     o

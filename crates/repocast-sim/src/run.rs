@@ -74,8 +74,23 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     h.control_tail = ms(n.nak_travel_mean_ms - n.nak_travel_min_ms);
     let arrived = specs.len();
     let losses: Vec<f64> = specs.iter().map(|c| c.loss.mean_loss()).collect();
-    for c in specs {
-        h.add_client(c);
+    let links: Vec<usize> = (s.links.iter())
+        .map(|l| h.add_link(workload::loss(l.loss, n.burst)))
+        .collect();
+    for (i, c) in specs.into_iter().enumerate() {
+        let at = h.add_client(c);
+        // A fixed client below a tree link: its path up to the backbone.
+        let mut path = Vec::new();
+        let mut delay = 0.0;
+        let mut next = s.clients.get(i).and_then(|c| c.link);
+        while let Some(l) = next.filter(|&l| l < links.len() && !path.contains(&links[l])) {
+            path.push(links[l]);
+            delay += s.links[l].delay_ms;
+            next = s.links[l].parent;
+        }
+        if !path.is_empty() {
+            h.set_path(at, path, ms(delay));
+        }
     }
     h.run(Instant::from_micros((s.duration_s * 1e6) as u64));
     let mut m = RunMetrics {

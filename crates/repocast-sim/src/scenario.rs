@@ -32,6 +32,26 @@ pub struct Scenario {
     /// checkable cases such as SPEC 3.1's worked example).
     #[serde(default, rename = "client")]
     pub clients: Vec<FixedClient>,
+    /// Shared links of a tree topology (none: a star), in order; fixed
+    /// clients hang below them.
+    #[serde(default, rename = "link")]
+    pub links: Vec<Link>,
+}
+
+/// A shared link of a tree: between `parent` (an earlier link, or the
+/// backbone) and what hangs below it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    /// Loss on this link (lost for every receiver below it).
+    #[serde(default)]
+    pub loss: f64,
+    /// One-way delay, milliseconds.
+    #[serde(default)]
+    pub delay_ms: f64,
+    /// Index of the link above (none: the backbone at the server).
+    #[serde(default)]
+    pub parent: Option<usize>,
 }
 
 /// A client given by hand.
@@ -46,6 +66,9 @@ pub struct FixedClient {
     /// Its link loss (default: the network's client loss).
     #[serde(default)]
     pub loss: Option<f64>,
+    /// The tree link it hangs below (none: the backbone).
+    #[serde(default)]
+    pub link: Option<usize>,
 }
 
 /// Star topology: the server's link and each client's link to a lossless
@@ -183,8 +206,9 @@ pub struct Sweep {
 }
 
 /// Variables a sweep may vary.
-pub const SWEEPABLE: [&str; 6] = [
+pub const SWEEPABLE: [&str; 7] = [
     "client_loss",
+    "item_packets",
     "server_loss",
     "high_fraction",
     "high_loss",
@@ -253,6 +277,18 @@ impl Scenario {
                 ));
             }
         }
+        if self
+            .links
+            .iter()
+            .enumerate()
+            .any(|(i, l)| l.parent.is_some_and(|p| p >= i) || !(0.0..=1.0).contains(&l.loss))
+            || self
+                .clients
+                .iter()
+                .any(|c| c.link.is_some_and(|l| l >= self.links.len()))
+        {
+            return bad("links: a parent must be an earlier link, a client's link must exist, loss in [0, 1]".into());
+        }
         let w = &self.workload;
         if self
             .clients
@@ -282,6 +318,7 @@ impl Scenario {
         if let Some(sw) = &self.sweep {
             match sw.variable.as_str() {
                 "client_loss" => s.network.client_loss = x,
+                "item_packets" => s.workload.item_packets = x.max(1.0) as u32,
                 "server_loss" => s.network.server_loss = x,
                 "high_fraction" => s.workload.high_fraction = x,
                 "high_loss" => s.workload.high_loss = x,

@@ -20,6 +20,9 @@ pub struct Point {
     pub ci95_s: f64,
     /// 95th-percentile delay.
     pub p95_delay_s: f64,
+    /// Longest delay (mean over seeds of each seed's longest): with every
+    /// client arriving at once, the transmission time of sweep 8.
+    pub max_delay_s: f64,
     /// Mean seek time (request to first useful packet), seconds.
     pub avg_seek_s: f64,
     /// Mean transfer time (first useful packet to completion), seconds.
@@ -68,6 +71,7 @@ fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
         ci95_s: 1.96 * (var / n).sqrt(),
         p95_delay_s: p95.unwrap_or(0.0),
         avg_seek_s: seek,
+        max_delay_s: avg(&|r| r.delays.iter().copied().fold(0.0, f64::max)),
         avg_transfer_s: mean - seek,
         loss_weighted_delay_s: lw,
         clients: avg(&|r| r.delays.len() as f64),

@@ -3,11 +3,18 @@
 //!
 //! It is the smallest complete driver of the core and the model for the
 //! simulator and the network layer: it drains `poll_transmit` in one order
-//! ([`Harness::drain`]), moves control messages through their real byte
-//! encoding with a fixed one-way delay, delivers announcements reliably
-//! (the announcement channel is the reliable one), runs every data packet
+//! ([`Harness::drain`]), moves control messages (with payloads, through
+//! their real byte encoding) with a one-way delay, delivers announcements
+//! (lossless unless `announce_loss` is set), runs every data packet
 //! through the server link's loss model and then each client's, and jumps
 //! the clock to the earliest deadline. Clients join at chosen times.
+//!
+//! The default network is a star (server link, lossless backbone, one link
+//! per client). [`Harness::add_link`] and [`Harness::set_path`] make it a
+//! tree: shared links each lose a packet once for every receiver below
+//! them, and their delays add to a receiver's control-message travel time
+//! (data reaches every receiver at its send time: a fixed propagation delay
+//! only shifts a receiver's clock).
 
 mod source;
 
@@ -69,6 +76,10 @@ struct Node {
     lost: u64,
     /// The deadline filed in the timer heap for this client.
     timer: Option<Instant>,
+    /// Shared tree links between the backbone and this client's own link.
+    path: Vec<usize>,
+    /// Their one-way delay, added to every control message.
+    path_delay: Duration,
     /// The client's counters, kept when it finishes and its state machine
     /// is dropped (a simulated day has tens of thousands of clients).
     final_stats: Option<crate::client::ClientStats>,
@@ -92,6 +103,10 @@ pub struct Harness {
     source: Box<dyn BlockSource>,
     nodes: Vec<Node>,
     server_loss: LossModel,
+    /// Shared links of a tree topology, and whether each lost the packet
+    /// being delivered.
+    links: Vec<LossModel>,
+    link_lost: Vec<bool>,
     /// One-way delay of the request connection: at least this...
     pub control_delay: Duration,
     /// ...plus an exponentially distributed extra with this mean (zero:
@@ -162,6 +177,8 @@ impl Harness {
             source,
             nodes: Vec::new(),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
+            links: Vec::new(),
+            link_lost: Vec::new(),
             control_delay: Duration::from_millis(5),
             control_tail: Duration::ZERO,
             delay_rng: crate::rng::Rng::new(seed ^ 0xde1a),
@@ -208,10 +225,32 @@ impl Harness {
             offered: 0,
             lost: 0,
             timer: None,
+            path: Vec::new(),
+            path_delay: Duration::ZERO,
             final_stats: None,
             first_useful: None,
         });
         i
+    }
+
+    /// Adds a shared link (tree topology); returns its index.
+    pub fn add_link(&mut self, loss: LossSpec) -> usize {
+        let i = self.links.len();
+        let seed = self.seed ^ 0x11e4 ^ ((i as u64 + 1) << 20);
+        self.links.push(LossModel::new(loss, seed));
+        self.link_lost.push(false);
+        i
+    }
+
+    /// Puts client `i` below the shared links `path` (indices from
+    /// [`Harness::add_link`]; unknown ones are ignored) whose one-way delay
+    /// sums to `delay`.
+    pub fn set_path(&mut self, i: usize, path: Vec<usize>, delay: Duration) {
+        let known = self.links.len();
+        if let Some(n) = self.nodes.get_mut(i) {
+            n.path = path.into_iter().filter(|&l| l < known).collect();
+            n.path_delay = delay;
+        }
     }
 
     fn schedule(&mut self, at: Instant, p: Pending) {
@@ -338,7 +377,7 @@ impl Harness {
 
     /// When a control message sent now on node `i`'s connection arrives.
     fn arrival(&mut self, now: Instant, i: usize, to_server: bool) -> Instant {
-        let mut d = self.control_delay;
+        let mut d = self.control_delay + self.nodes[i].path_delay;
         if !self.control_tail.is_zero() {
             let u = self.delay_rng.next_f64();
             d += self.control_tail.mul_f64(-(1.0 - u).ln());
@@ -382,6 +421,10 @@ impl Harness {
             d
         };
         let server_lost = self.server_loss.lose();
+        for (lost, link) in self.link_lost.iter_mut().zip(&mut self.links) {
+            *lost = link.lose();
+        }
+        let link_lost = &self.link_lost;
         let nodes = &mut self.nodes;
         let Some(list) = self.interest.get_mut(&p.item) else {
             return;
@@ -390,7 +433,8 @@ impl Harness {
         for &i in list.iter() {
             let n = &mut nodes[i];
             n.offered += 1;
-            if server_lost || n.loss.lose() {
+            let tree_lost = n.path.iter().any(|&l| link_lost[l]);
+            if server_lost || n.loss.lose() || tree_lost {
                 n.lost += 1;
                 continue;
             }

@@ -368,6 +368,16 @@ impl Server {
             if self.awaiting.get(&(c, item)) != Some(&tid) {
                 continue;
             }
+            // A newer transmission of the item is on air: the receiver
+            // listens to it instead of reporting on this one, and owes its
+            // report when that one ends.
+            if self
+                .current
+                .as_ref()
+                .is_some_and(|t| t.item == item && t.id.0 > tid.0)
+            {
+                continue;
+            }
             self.awaiting.remove(&(c, item));
             if self.items[item.0 as usize].in_flight.remove(&c) {
                 self.stats.report_timeouts += 1;

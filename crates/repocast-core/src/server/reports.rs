@@ -252,10 +252,16 @@ impl Server {
             for (n, &(block, want)) in nak.needs.iter().zip(&wants) {
                 let planned = self.current.as_ref().map_or(0, |t| t.planned(block));
                 if lists_ids {
-                    if planned == 0 && !n.missing.is_empty() {
+                    // Exact packets: the ids this client lacks that the
+                    // repair does not already carry (MFTP's union).
+                    let cur = self.current.as_ref();
+                    let ids: Vec<u32> = (n.missing.iter().copied())
+                        .filter(|&id| !cur.is_some_and(|t| t.lists(block, id)))
+                        .collect();
+                    if !ids.is_empty() {
                         extra.push(Segment {
                             block,
-                            esis: Esis::List(n.missing.clone()),
+                            esis: Esis::List(ids),
                         });
                     }
                 } else if want > planned {

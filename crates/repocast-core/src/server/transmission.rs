@@ -191,6 +191,14 @@ impl Transmission {
             .sum()
     }
 
+    /// Whether id `id` of `block` is listed in the plan (exact-packet
+    /// repair).
+    pub fn lists(&self, block: u32, id: u32) -> bool {
+        self.plan
+            .iter()
+            .any(|s| s.block == block && matches!(&s.esis, Esis::List(v) if v.contains(&id)))
+    }
+
     /// Appends a segment to a running (non-ARM) transmission: coalescing a
     /// NAK into a repair that is on air.
     pub fn append(&mut self, seg: Segment) {
