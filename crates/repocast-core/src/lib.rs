@@ -22,6 +22,7 @@ pub mod policy;
 pub mod rng;
 pub mod sched;
 pub mod server;
+pub mod srm;
 pub mod time;
 pub mod wire;
 

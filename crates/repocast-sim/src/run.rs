@@ -34,11 +34,81 @@ pub struct RunMetrics {
     pub events: u64,
 }
 
+fn ms(x: f64) -> Duration {
+    Duration::from_secs_f64(x.max(0.0) / 1000.0)
+}
+
+/// A fixed client's tree links up to the backbone, and their delay.
+fn path_of(s: &Scenario, client: usize) -> (Vec<usize>, Duration) {
+    let mut path = Vec::new();
+    let mut delay = 0.0;
+    let mut next = s.clients.get(client).and_then(|c| c.link);
+    while let Some(l) = next.filter(|&l| l < s.links.len() && !path.contains(&l)) {
+        path.push(l);
+        delay += s.links[l].delay_ms;
+        next = s.links[l].parent;
+    }
+    (path, ms(delay))
+}
+
+/// The SRM baseline: one file of `item_packets` to every client, all from
+/// time 0, on the core's SRM driver.
+fn run_srm(s: &Scenario, seed: u64) -> RunMetrics {
+    use repocast_core::harness::srm::{SrmNet, SrmReceiver, run_srm};
+    let n = &s.network;
+    let specs = workload::clients(s, seed);
+    let net = SrmNet {
+        server_loss: workload::loss(n.server_loss, n.burst),
+        links: (s.links.iter())
+            .map(|l| workload::loss(l.loss, n.burst))
+            .collect(),
+        base_delay: ms(n.nak_travel_min_ms),
+        packet_interval: ms(n.packet_time_ms),
+    };
+    let rx: Vec<SrmReceiver> = (specs.iter().enumerate())
+        .map(|(i, c)| {
+            let (path, path_delay) = path_of(s, i);
+            SrmReceiver {
+                loss: c.loss,
+                path,
+                path_delay,
+            }
+        })
+        .collect();
+    let limit = Instant::from_micros((s.duration_s * 1e6) as u64);
+    let out = run_srm(
+        s.workload.item_packets,
+        &net,
+        &rx,
+        Default::default(),
+        seed,
+        limit,
+    );
+    let mut m = RunMetrics {
+        arrived: specs.len(),
+        data_packets: out.data_packets + out.repair_packets,
+        repair_packets: out.repair_packets,
+        naks: out.requests,
+        events: out.events,
+        ..Default::default()
+    };
+    for (d, c) in out.done.iter().zip(&specs) {
+        if let Some(d) = d {
+            m.delays.push(d.as_secs_f64());
+            m.losses.push(c.loss.mean_loss());
+            m.seeks.push(0.0);
+        }
+    }
+    m
+}
+
 /// Runs `series` on `scenario` (already at its x) with `seed`.
 pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
+    if series.is_srm() {
+        return run_srm(s, seed);
+    }
     let w = &s.workload;
     let n = &s.network;
-    let ms = |x: f64| Duration::from_secs_f64(x.max(0.0) / 1000.0);
     let code = CodeKind::from_name(&series.code).unwrap_or(CodeKind::RaptorQ);
     let specs = workload::clients(s, seed);
     let sizes = workload::catalogue(s);
@@ -80,16 +150,9 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     for (i, c) in specs.into_iter().enumerate() {
         let at = h.add_client(c);
         // A fixed client below a tree link: its path up to the backbone.
-        let mut path = Vec::new();
-        let mut delay = 0.0;
-        let mut next = s.clients.get(i).and_then(|c| c.link);
-        while let Some(l) = next.filter(|&l| l < links.len() && !path.contains(&links[l])) {
-            path.push(links[l]);
-            delay += s.links[l].delay_ms;
-            next = s.links[l].parent;
-        }
+        let (path, delay) = path_of(s, i);
         if !path.is_empty() {
-            h.set_path(at, path, ms(delay));
+            h.set_path(at, path.iter().map(|&l| links[l]).collect(), delay);
         }
     }
     h.run(Instant::from_micros((s.duration_s * 1e6) as u64));

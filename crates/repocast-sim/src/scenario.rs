@@ -179,6 +179,12 @@ pub struct Series {
 }
 
 impl Series {
+    /// Whether this series is the SRM baseline (`scheme = "SRM"`), which
+    /// runs on its own driver rather than the server and client.
+    pub fn is_srm(&self) -> bool {
+        self.scheme.trim().eq_ignore_ascii_case("srm")
+    }
+
     /// The label used in tables and plots.
     pub fn label(&self) -> String {
         if let Some(l) = &self.label {
@@ -259,6 +265,12 @@ impl Scenario {
             return bad("no series".into());
         }
         for s in &self.series {
+            if s.is_srm() {
+                if self.workload.items != 1 || self.workload.parsed_trace.is_some() {
+                    return bad("SRM series send one file: set workload.items = 1".into());
+                }
+                continue;
+            }
             if s.scheme.parse::<repocast_core::policy::Scheme>().is_err() {
                 return bad(format!("bad scheme {:?}", s.scheme));
             }

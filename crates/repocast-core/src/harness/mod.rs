@@ -17,6 +17,7 @@
 //! only shifts a receiver's clock).
 
 mod source;
+pub mod srm;
 
 pub use source::MemorySource;
 
