@@ -85,6 +85,10 @@ struct Node {
     /// is dropped (a simulated day has tens of thousands of clients).
     final_stats: Option<crate::client::ClientStats>,
     first_useful: Option<Instant>,
+    /// Items it has complete: their packets are dropped at its door and
+    /// counted as useless (the client would discard them unread).
+    complete: Vec<ItemId>,
+    skipped_useless: u64,
 }
 
 /// A control message in flight. With payloads it has already been through
@@ -230,6 +234,8 @@ impl Harness {
             path_delay: Duration::ZERO,
             final_stats: None,
             first_useful: None,
+            complete: Vec::new(),
+            skipped_useless: 0,
         });
         i
     }
@@ -439,6 +445,13 @@ impl Harness {
                 n.lost += 1;
                 continue;
             }
+            // A finished item's packets only count as useless to the client.
+            // (With lossy announcements they still go in: a packet of a
+            // later transmission is how a client learns one has ended.)
+            if self.announce_loss.is_none() && n.complete.contains(&p.item) {
+                n.skipped_useless += 1;
+                continue;
+            }
             if n.client.handle_data(self.now, p) && n.first_useful.is_none() {
                 n.first_useful = Some(self.now);
             }
@@ -487,7 +500,10 @@ impl Harness {
                 // Its follow-up events are drained by the caller's loop.
                 n.client.confirm_item(now, item, ok);
             }
-            ClientEvent::ItemComplete(_) => n.completed += 1,
+            ClientEvent::ItemComplete(item) => {
+                n.completed += 1;
+                n.complete.push(item);
+            }
             ClientEvent::Welcome(_) => {}
             ClientEvent::ItemFailed { name, reason, .. } => {
                 n.failures.push(format!("{name}: {reason}"))
@@ -576,7 +592,11 @@ impl Harness {
                 } else {
                     n.lost as f64 / n.offered as f64
                 },
-                stats: n.final_stats.unwrap_or_else(|| n.client.stats()),
+                stats: {
+                    let mut st = n.final_stats.unwrap_or_else(|| n.client.stats());
+                    st.useless += n.skipped_useless;
+                    st
+                },
                 first_useful: n.first_useful.map(|t| t - n.spec.join_at),
             })
             .collect()
