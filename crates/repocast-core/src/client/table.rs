@@ -2,7 +2,9 @@
 //! arrival order. A data packet looks up its item once per receiver, tens
 //! of millions of times in a simulated day; a binary search over a few
 //! packed ids beats walking B-tree nodes of 370-byte entries. Iteration is
-//! in id order, as before, so NAKs go out in a fixed order.
+//! in id order, as before, so NAKs go out in a fixed order. Consecutive
+//! packets are nearly always of the same item, so the last hit is tried
+//! first.
 
 use super::item::ItemRx;
 use crate::ItemId;
@@ -13,14 +15,20 @@ pub struct ItemTable {
     /// (id, index into `rx`), sorted by id.
     index: Vec<(ItemId, u32)>,
     rx: Vec<ItemRx>,
+    /// Position in `index` of the last lookup's hit.
+    last: std::cell::Cell<usize>,
 }
 
 impl ItemTable {
     fn find(&self, id: ItemId) -> Option<usize> {
-        self.index
-            .binary_search_by_key(&id, |e| e.0)
-            .ok()
-            .map(|at| self.index[at].1 as usize)
+        if let Some(&(hit, i)) = self.index.get(self.last.get()) {
+            if hit == id {
+                return Some(i as usize);
+            }
+        }
+        let at = self.index.binary_search_by_key(&id, |e| e.0).ok()?;
+        self.last.set(at);
+        Some(self.index[at].1 as usize)
     }
 
     /// The item `id`.

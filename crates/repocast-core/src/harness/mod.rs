@@ -310,7 +310,6 @@ impl Harness {
                 Transmit::Announce(a) => {
                     let nodes = &mut self.nodes;
                     if let Some(list) = self.interest.get_mut(&a.item) {
-                        list.retain(|&i| nodes[i].done_at.is_none());
                         for &i in list.iter() {
                             if self.announce_loss.as_mut().is_some_and(|l| l.lose()) {
                                 continue;
@@ -436,7 +435,6 @@ impl Harness {
         let Some(list) = self.interest.get_mut(&p.item) else {
             return;
         };
-        list.retain(|&i| nodes[i].done_at.is_none());
         for &i in list.iter() {
             let n = &mut nodes[i];
             n.offered += 1;
@@ -511,6 +509,12 @@ impl Harness {
             ClientEvent::Done => {
                 if n.done_at.is_none() {
                     self.unfinished -= 1;
+                    // It leaves the groups: no more data or announcements.
+                    for it in &n.spec.items {
+                        if let Some(list) = self.interest.get_mut(it) {
+                            list.retain(|&j| j != i);
+                        }
+                    }
                 }
                 n.done_at = Some(now);
             }

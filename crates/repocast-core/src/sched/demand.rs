@@ -1,14 +1,17 @@
 //! The demand table: which clients wait for which items, kept so that a
 //! scheduler decision costs one pass over the items with demand.
 //!
-//! Per item it keeps R (clients waiting), the waiters ordered by the
-//! client's Q key (outstanding items, or outstanding items over fill rate),
-//! the waiters ordered by request time, and when the item was last sent.
-//! A client's key changes when its outstanding count or fill changes; the
-//! table then re-files the client under each item it waits for.
+//! Per item it keeps its waiters (R is their number), the multiset of their
+//! Q keys (outstanding items, or outstanding items over fill rate; Q_i is
+//! the smallest), the waiters ordered by request time, and when the item
+//! was last sent. A client's key changes when its outstanding count or fill
+//! changes; the table then moves one count between two keys under each
+//! item it waits for (with count keys there are only a few distinct ones,
+//! so that is cheap: it runs for every item a client is served).
 
+use crate::hash::FastMap;
 use crate::{ClientId, Instant, ItemId};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// What a client's Q is for the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,16 +25,33 @@ pub enum QKey {
 #[derive(Debug, Default)]
 struct ClientDemand {
     /// Items waited for, with the time each was requested.
-    waiting: HashMap<ItemId, Instant>,
+    waiting: FastMap<ItemId, Instant>,
     fill: f64,
     key: u64,
 }
 
 #[derive(Debug, Default, Clone)]
 struct ItemDemand {
-    by_key: BTreeSet<(u64, ClientId)>,
+    waiters: BTreeSet<ClientId>,
+    /// The waiters' keys, as key -> how many waiters have it.
+    keys: BTreeMap<u64, u32>,
     by_time: BTreeSet<(Instant, ClientId)>,
     last_sent: Option<u64>,
+}
+
+impl ItemDemand {
+    fn add_key(&mut self, key: u64) {
+        *self.keys.entry(key).or_insert(0) += 1;
+    }
+
+    fn remove_key(&mut self, key: u64) {
+        if let Some(n) = self.keys.get_mut(&key) {
+            *n -= 1;
+            if *n == 0 {
+                self.keys.remove(&key);
+            }
+        }
+    }
 }
 
 /// Who waits for what.
@@ -70,13 +90,13 @@ impl DemandTable {
     pub fn r(&self, item: ItemId) -> u32 {
         self.items
             .get(item.0 as usize)
-            .map_or(0, |d| d.by_key.len() as u32)
+            .map_or(0, |d| d.waiters.len() as u32)
     }
 
     /// Q_i as the table's key (smallest among the waiters), if any waits.
     pub fn q(&self, item: ItemId) -> Option<f64> {
         let d = self.items.get(item.0 as usize)?;
-        d.by_key.first().map(|(k, _)| f64::from_bits(*k))
+        d.keys.first_key_value().map(|(k, _)| f64::from_bits(*k))
     }
 
     /// When the oldest outstanding request for `item` was made.
@@ -93,13 +113,10 @@ impl DemandTable {
 
     /// Clients waiting for `item`, ascending by id.
     pub fn waiters(&self, item: ItemId) -> Vec<ClientId> {
-        let mut v: Vec<ClientId> = self
-            .items
+        self.items
             .get(item.0 as usize)
-            .map(|d| d.by_key.iter().map(|(_, c)| *c).collect())
-            .unwrap_or_default();
-        v.sort_unstable();
-        v
+            .map(|d| d.waiters.iter().copied().collect())
+            .unwrap_or_default()
     }
 
     /// Whether `client` waits for `item`.
@@ -116,9 +133,9 @@ impl DemandTable {
             .map_or(0, |c| c.waiting.len() as u32)
     }
 
-    fn key_of(&self, c: &ClientDemand) -> u64 {
+    fn key_of(mode: QKey, c: &ClientDemand) -> u64 {
         let n = c.waiting.len() as f64;
-        match self.mode {
+        match mode {
             QKey::Count => n.to_bits(),
             QKey::CountOverFill => (n / c.fill.max(1e-3)).to_bits(),
         }
@@ -126,23 +143,20 @@ impl DemandTable {
 
     /// Re-files `client` under each of its items after its key changed.
     fn refile(&mut self, client: ClientId) {
-        let Some(c) = self.clients.get(&client) else {
+        let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
-        let new_key = self.key_of(c);
+        let new_key = Self::key_of(self.mode, c);
         let old_key = c.key;
         if new_key == old_key {
             return;
         }
-        let items: Vec<ItemId> = c.waiting.keys().copied().collect();
-        for it in items {
+        c.key = new_key;
+        for it in c.waiting.keys() {
             if let Some(d) = self.items.get_mut(it.0 as usize) {
-                d.by_key.remove(&(old_key, client));
-                d.by_key.insert((new_key, client));
+                d.remove_key(old_key);
+                d.add_key(new_key);
             }
-        }
-        if let Some(c) = self.clients.get_mut(&client) {
-            c.key = new_key;
         }
     }
 
@@ -168,7 +182,8 @@ impl DemandTable {
         }
         let key = c.key;
         let d = &mut self.items[item.0 as usize];
-        d.by_key.insert((key, client));
+        d.waiters.insert(client);
+        d.add_key(key);
         d.by_time.insert((since, client));
         self.active.insert(item);
         self.refile(client);
@@ -184,9 +199,10 @@ impl DemandTable {
         };
         let key = c.key;
         if let Some(d) = self.items.get_mut(item.0 as usize) {
-            d.by_key.remove(&(key, client));
+            d.waiters.remove(&client);
+            d.remove_key(key);
             d.by_time.remove(&(since, client));
-            if d.by_key.is_empty() {
+            if d.waiters.is_empty() {
                 self.active.remove(&item);
             }
         }
