@@ -110,8 +110,11 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     let w = &s.workload;
     let n = &s.network;
     let code = CodeKind::from_name(&series.code).unwrap_or(CodeKind::RaptorQ);
-    let specs = workload::clients(s, seed);
-    let sizes = workload::catalogue(s);
+    let mut specs = workload::clients(s, seed);
+    let mut sizes = workload::catalogue(s);
+    if series.unicast {
+        (specs, sizes) = workload::private_copies(specs, &sizes);
+    }
     let scheduler = match SchedulerKind::from_name(&series.scheduler) {
         // MAD's access probabilities: each document's share of requests.
         Some(SchedulerKind::Mad { .. }) => SchedulerKind::Mad {
@@ -134,10 +137,7 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
         seed,
         ..ServerConfig::default()
     };
-    let items = (sizes.iter().enumerate())
-        .map(|(i, &size)| (format!("i{i}"), vec![0u8; size as usize]))
-        .collect();
-    let Ok(mut h) = Harness::new(cfg, items, workload::loss(n.server_loss, n.burst)) else {
+    let Ok(mut h) = Harness::accounting(cfg, &sizes, workload::loss(n.server_loss, n.burst)) else {
         return RunMetrics::default();
     };
     h.control_delay = ms(n.nak_travel_min_ms);

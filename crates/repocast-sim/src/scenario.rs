@@ -176,6 +176,11 @@ pub struct Series {
     /// Label (default: the scheme, plus scheduler/code when not default).
     #[serde(default)]
     pub label: Option<String>,
+    /// Unicast delivery: each client is sent its own copy of every item
+    /// (with `fifo`, exact packets and `FEC(0)+R(inf)`: TCP-like, one
+    /// client after another on the shared channel).
+    #[serde(default)]
+    pub unicast: bool,
 }
 
 impl Series {

@@ -35,6 +35,23 @@ pub fn catalogue(s: &Scenario) -> Vec<u64> {
     }
 }
 
+/// Unicast delivery (SPEC 3.7's naive reference): every client gets its own
+/// copy of each item it asks for, so a packet sent for one client is of no
+/// use to any other; the server still shares one channel among them.
+pub fn private_copies(clients: Vec<ClientSpec>, sizes: &[u64]) -> (Vec<ClientSpec>, Vec<u64>) {
+    let mut copies = Vec::new();
+    let clients = (clients.into_iter())
+        .map(|mut c| {
+            for it in &mut c.items {
+                copies.push(sizes.get(it.0 as usize).copied().unwrap_or(0));
+                *it = ItemId(copies.len() as u32 - 1);
+            }
+            c
+        })
+        .collect();
+    (clients, copies)
+}
+
 /// Each item's share of all requests (MAD's access probabilities).
 pub fn popularity(clients: &[ClientSpec], items: usize) -> Vec<f64> {
     let mut n = vec![0.0; items];

@@ -158,7 +158,6 @@ impl Harness {
         server_loss: LossSpec,
     ) -> Result<Harness, ServerError> {
         let payloads = cfg.payloads;
-        let push = cfg.scheduler.is_push();
         let fec = crate::wire::FecParams {
             code: cfg.code,
             symbol_size: cfg.symbol_size,
@@ -175,6 +174,36 @@ impl Harness {
         } else {
             Box::new(NoPayload)
         };
+        Self::build(cfg, infos, source, server_loss)
+    }
+
+    /// An accounting-mode harness (no payload bytes, no hashes) over items
+    /// of these sizes, named `i0`, `i1`, ...: what the simulator runs.
+    pub fn accounting(
+        mut cfg: ServerConfig,
+        sizes: &[u64],
+        server_loss: LossSpec,
+    ) -> Result<Harness, ServerError> {
+        cfg.payloads = false;
+        let infos = (sizes.iter().enumerate())
+            .map(|(i, &size)| ItemInfo {
+                name: format!("i{i}"),
+                size,
+                hash: [0; 32],
+                block_hashes: Vec::new(),
+            })
+            .collect();
+        Self::build(cfg, infos, Box::new(NoPayload), server_loss)
+    }
+
+    fn build(
+        cfg: ServerConfig,
+        infos: Vec<ItemInfo>,
+        source: Box<dyn BlockSource>,
+        server_loss: LossSpec,
+    ) -> Result<Harness, ServerError> {
+        let payloads = cfg.payloads;
+        let push = cfg.scheduler.is_push();
         let seed = cfg.seed;
         Ok(Harness {
             now: Instant::ZERO,
