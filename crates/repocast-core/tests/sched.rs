@@ -144,7 +144,7 @@ fn mad_with_equal_weights_is_a_flat_cycle_and_weights_bias_it() {
     for _ in 0..8 {
         let a = mad.select(&t, Instant::ZERO).expect("item");
         assert_eq!(Some(a), flat.select(&t, Instant::ZERO));
-        t.mark_sent(a);
+        t.mark_sent(a, 1);
         seq.push(a.0);
     }
     assert_eq!(seq, vec![0, 1, 2, 3, 0, 1, 2, 3]);
@@ -157,7 +157,7 @@ fn mad_with_equal_weights_is_a_flat_cycle_and_weights_bias_it() {
     let mut counts = [0; 4];
     for _ in 0..400 {
         let a = mad.select(&t, Instant::ZERO).expect("item");
-        t.mark_sent(a);
+        t.mark_sent(a, 1);
         counts[a.0 as usize] += 1;
     }
     // Square-root rule: frequency ratio sqrt(7) ~ 2.6.

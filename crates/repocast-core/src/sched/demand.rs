@@ -105,7 +105,14 @@ impl DemandTable {
         d.by_time.first().map(|(t, _)| *t)
     }
 
-    /// Transmissions since `item` was last sent (`None`: never sent).
+    /// Packet slots of all transmissions started so far (MAD's clock).
+    pub fn slots(&self) -> u64 {
+        self.transmissions
+    }
+
+    /// Time since `item` was last sent, in packet slots: the packets of
+    /// every transmission started since (and of its own last one).
+    /// `None`: never sent.
     pub fn since_sent(&self, item: ItemId) -> Option<u64> {
         let d = self.items.get(item.0 as usize)?;
         d.last_sent.map(|s| self.transmissions - s)
@@ -222,9 +229,10 @@ impl DemandTable {
         self.clients.remove(&client);
     }
 
-    /// Records that `item` was just transmitted (for MAD's s_i).
-    pub fn mark_sent(&mut self, item: ItemId) {
-        self.transmissions += 1;
+    /// Records that a transmission of `item`, `packets` long, has just
+    /// started (for MAD's s_i, measured in packet slots).
+    pub fn mark_sent(&mut self, item: ItemId, packets: u64) {
+        self.transmissions += packets.max(1);
         if let Some(d) = self.items.get_mut(item.0 as usize) {
             d.last_sent = Some(self.transmissions);
         }

@@ -1,8 +1,8 @@
 //! Push-mode schedulers: cycle the whole catalogue, no back channel.
 //!
-//! MAD sends the document with the largest (s_i + 1)^2 p_i, s_i counted in
-//! transmissions since it was last sent; with equal p_i it degenerates into
-//! a flat cycle. [`Flat`] sends every item once per cycle, in id order.
+//! MAD sends the document with the largest (s_i + 1)^2 p_i, s_i the time
+//! since it was last sent in packet slots (documents differ in length);
+//! with equal p_i it degenerates into a flat cycle. [`Flat`] sends every item once per cycle, in id order.
 
 use super::{DemandTable, Scheduler};
 use crate::{Instant, ItemId};
@@ -31,8 +31,9 @@ impl Scheduler for Mad {
         let mut top: Option<(f64, ItemId)> = None;
         for i in 0..n {
             let item = ItemId(i);
-            // Never sent: older than anything sent, lower ids first.
-            let s = t.since_sent(item).unwrap_or(2 * n as u64 - i as u64) as f64;
+            // Never sent: as if sent just before the start, lower ids
+            // first (older than anything sent since).
+            let s = (t.since_sent(item)).unwrap_or(t.slots() + n as u64 - i as u64) as f64;
             let p = self.weights.get(i as usize).copied().unwrap_or(mean);
             let score = (s + 1.0) * (s + 1.0) * p;
             if top.is_none_or(|(b, _)| score > b) {

@@ -518,7 +518,6 @@ impl Server {
             self.demand.remove_wait(*c, item);
             self.items[item.0 as usize].in_flight.insert(*c);
         }
-        self.demand.mark_sent(item);
         let kind = if push {
             AnnounceKind::Carousel
         } else {
@@ -569,7 +568,6 @@ impl Server {
             self.demand.remove_wait(*c, item);
             self.items[item.0 as usize].in_flight.insert(*c);
         }
-        self.demand.mark_sent(item);
         let id = TransmissionId(self.next_tid);
         let t = Transmission::arm(id, item, blocks, arm);
         self.start(now, t);
@@ -584,6 +582,9 @@ impl Server {
     fn start(&mut self, now: Instant, t: Transmission) {
         let (id, item, kind) = (t.id, t.item, t.kind);
         self.next_tid += 1;
+        if kind != AnnounceKind::Repair {
+            self.demand.mark_sent(item, t.total as u64);
+        }
         self.stats.transmissions += 1;
         if kind == AnnounceKind::Repair {
             self.stats.repair_transmissions += 1;
