@@ -11,7 +11,7 @@ use std::process::ExitCode;
 pub struct SimArgs {
     /// The scenario file (see docs/scenarios.md).
     pub scenario: PathBuf,
-    /// Where the CSV and markdown go.
+    /// Where the CSV, markdown table and charts (SVG, PNG) go.
     #[arg(long, default_value = "results")]
     pub out: PathBuf,
     /// Seeds per point (default: the scenario's).
@@ -57,17 +57,6 @@ pub fn run(a: SimArgs) -> ExitCode {
     let events: u64 = points.iter().map(|p| p.events).sum();
     // Files first: a closed stdout (`| head`) must not lose the results.
     let written = output::write(&a.out, &s.name, &points, variable);
-    let made_png = written.is_ok() && {
-        let svg = a.out.join(format!("{}.svg", s.name));
-        let png = a.out.join(format!("{}.png", s.name));
-        // PNG through librsvg's converter when it is installed.
-        std::process::Command::new("rsvg-convert")
-            .arg(&svg)
-            .arg("-o")
-            .arg(&png)
-            .status()
-            .is_ok_and(|st| st.success())
-    };
     let mut report = format!(
         "{}: {} series x {} points x {} seeds in {wall:.2} s on {jobs} threads; \
          {events} events, {:.1} M events/s\n\naverage client delay, seconds (± 95% CI):\n\n{}",
@@ -81,14 +70,9 @@ pub fn run(a: SimArgs) -> ExitCode {
     match written {
         Ok(()) => {
             report.push_str(&format!(
-                "\nwrote {}/{}.csv, .md, .svg{}\n",
+                "\nwrote {}/{}.csv, .md, .svg and .png\n",
                 a.out.display(),
-                s.name,
-                if made_png {
-                    " and .png"
-                } else {
-                    " (no .png: install rsvg-convert, Debian package librsvg2-bin)"
-                }
+                s.name
             ));
             // A closed stdout is not an error worth a panic.
             let _ = std::io::Write::write_all(&mut std::io::stdout(), report.as_bytes());

@@ -11,6 +11,7 @@
 
 pub mod output;
 pub mod plot;
+mod raster;
 pub mod run;
 pub mod scenario;
 pub mod sweep;

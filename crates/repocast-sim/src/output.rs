@@ -68,7 +68,7 @@ pub fn markdown(points: &[Point], variable: &str) -> String {
     o
 }
 
-/// Writes `<dir>/<name>.csv`, `<dir>/<name>.md` and `<dir>/<name>.svg`.
+/// Writes `<dir>/<name>.csv`, `.md`, `.svg` and `.png`.
 pub fn write(dir: &Path, name: &str, points: &[Point], variable: &str) -> Result<(), SimError> {
     let err = |p: &Path, e| SimError::Output {
         path: p.display().to_string(),
@@ -81,5 +81,7 @@ pub fn write(dir: &Path, name: &str, points: &[Point], variable: &str) -> Result
     std::fs::write(&m, markdown(points, variable)).map_err(|e| err(&m, e))?;
     let g = dir.join(format!("{name}.svg"));
     std::fs::write(&g, crate::plot::svg(points, variable, name)).map_err(|e| err(&g, e))?;
+    let p = dir.join(format!("{name}.png"));
+    std::fs::write(&p, crate::plot::png(points, variable, name)).map_err(|e| err(&p, e))?;
     Ok(())
 }

@@ -138,4 +138,11 @@ fn the_plot_has_a_line_per_series_and_labelled_axes() {
     assert_eq!(svg.matches("<circle").count(), 4);
     assert!(svg.contains(">client_loss</text>") && svg.contains("average client delay (s)"));
     assert!(svg.contains("FEC(0)+R(inf)") && svg.contains("FEC(0.01R)+R(0)"));
+    let png = repocast_sim::plot::png(&pts, "client_loss", "t");
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        png.len() > 1000,
+        "a chart, not a blank image: {} bytes",
+        png.len()
+    );
 }
