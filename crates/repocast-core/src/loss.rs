@@ -83,6 +83,7 @@ impl LossModel {
     }
 
     /// Decides the fate of the next packet: true if it is lost.
+    #[inline]
     pub fn lose(&mut self) -> bool {
         match self.spec {
             LossSpec::Bernoulli { p } => p > 0.0 && self.rng.chance(p),

@@ -114,6 +114,8 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
     let end = (s.duration_s * 1e6) as u64;
     let mut t = 0u64;
     let mut out = Vec::new();
+    let all: f64 = weights.iter().sum();
+    let mut avail = weights.clone();
     loop {
         let gap = if w.arrivals == "fixed" {
             w.arrival_mean_s
@@ -126,9 +128,9 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
         }
         let size = rng.range_u64(1, max_req + 1) as usize;
         let mut items = Vec::with_capacity(size);
-        let mut avail = weights.clone();
+        avail.copy_from_slice(&weights);
+        let mut total = all;
         for _ in 0..size {
-            let total: f64 = avail.iter().sum();
             let mut u = rng.next_f64() * total;
             let mut pick = 0;
             for (i, &wt) in avail.iter().enumerate() {
@@ -140,6 +142,7 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
                     u -= wt;
                 }
             }
+            total -= avail[pick];
             avail[pick] = 0.0;
             items.push(ItemId(pick as u32));
         }

@@ -205,6 +205,18 @@ impl Client {
         self.events.pop_front()
     }
 
+    /// Whether a driver has anything to collect after the last input: a
+    /// message, an event, or a timer that may have moved. When false,
+    /// `poll_transmit`, `poll_event` and `poll_timeout` would return what
+    /// they returned before (nothing, nothing, the same deadline), so a
+    /// driver handling many receivers may skip them.
+    pub fn has_pending(&self) -> bool {
+        !self.outbox.is_empty()
+            || !self.events.is_empty()
+            || !self.replay.is_empty()
+            || self.deadline.get().is_none()
+    }
+
     /// The earliest timer: a NAK due, or a transmission's end deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.replay.is_empty() {

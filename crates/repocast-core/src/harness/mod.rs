@@ -81,6 +81,10 @@ struct Node {
     path: Vec<usize>,
     /// Their one-way delay, added to every control message.
     path_delay: Duration,
+    /// Latest arrival scheduled on its connection, each way (messages on
+    /// one connection arrive in order, as on TCP).
+    last_up: Instant,
+    last_down: Instant,
     /// The client's counters, kept when it finishes and its state machine
     /// is dropped (a simulated day has tens of thousands of clients).
     final_stats: Option<crate::client::ClientStats>,
@@ -119,8 +123,6 @@ pub struct Harness {
     /// Messages on one connection still arrive in order, as on TCP.
     pub control_tail: Duration,
     delay_rng: crate::rng::Rng,
-    /// Latest arrival scheduled per (node, towards the server) connection.
-    last_arrival: crate::hash::FastMap<(usize, bool), Instant>,
     /// Loss of announcements, drawn per client (the real announcement
     /// channel is multicast too); none unless set.
     pub announce_loss: Option<LossModel>,
@@ -138,7 +140,10 @@ pub struct Harness {
     /// Clients that received something this step, to drain and re-time.
     touched: Vec<usize>,
     touched_scratch: Vec<usize>,
-    pending: BTreeMap<u64, Pending>,
+    /// Messages in flight, by slot (the queue holds their slot numbers);
+    /// freed slots are reused.
+    pending: Vec<Option<Pending>>,
+    free_slots: Vec<usize>,
     seq: u64,
     payloads: bool,
     /// Push mode: clients subscribe to the carousel with the manifests
@@ -216,7 +221,6 @@ impl Harness {
             control_delay: Duration::from_millis(5),
             control_tail: Duration::ZERO,
             delay_rng: crate::rng::Rng::new(seed ^ 0xde1a),
-            last_arrival: Default::default(),
             announce_loss: None,
             queue: BinaryHeap::new(),
             joins: BinaryHeap::new(),
@@ -226,7 +230,8 @@ impl Harness {
             timers: BinaryHeap::new(),
             touched: Vec::new(),
             touched_scratch: Vec::new(),
-            pending: BTreeMap::new(),
+            pending: Vec::new(),
+            free_slots: Vec::new(),
             seq: 0,
             payloads,
             push,
@@ -261,6 +266,8 @@ impl Harness {
             timer: None,
             path: Vec::new(),
             path_delay: Duration::ZERO,
+            last_up: Instant::ZERO,
+            last_down: Instant::ZERO,
             final_stats: None,
             first_useful: None,
             complete: Vec::new(),
@@ -291,8 +298,18 @@ impl Harness {
 
     fn schedule(&mut self, at: Instant, p: Pending) {
         self.seq += 1;
-        self.pending.insert(self.seq, p);
-        self.queue.push(Reverse((at, self.seq, 0)));
+        let slot = match self.free_slots.pop() {
+            Some(i) => {
+                self.pending[i] = Some(p);
+                i
+            }
+            None => {
+                self.pending.push(Some(p));
+                self.pending.len() - 1
+            }
+        };
+        // Equal times go in the order sent (seq), as before.
+        self.queue.push(Reverse((at, self.seq, slot)));
     }
 
     /// Connects clients whose time has come.
@@ -417,10 +434,12 @@ impl Harness {
             let u = self.delay_rng.next_f64();
             d += self.control_tail.mul_f64(-(1.0 - u).ln());
         }
-        let last = self
-            .last_arrival
-            .entry((i, to_server))
-            .or_insert(Instant::ZERO);
+        let n = &mut self.nodes[i];
+        let last = if to_server {
+            &mut n.last_up
+        } else {
+            &mut n.last_down
+        };
         let at = (now + d).max(*last);
         *last = at;
         at
@@ -483,7 +502,9 @@ impl Harness {
                 n.first_useful = Some(self.now);
             }
             self.events += 1;
-            self.touched.push(i);
+            if n.client.has_pending() {
+                self.touched.push(i);
+            }
         }
     }
 
@@ -551,13 +572,15 @@ impl Harness {
     }
 
     fn deliver_due(&mut self) {
-        while let Some(Reverse((at, seq, _))) = self.queue.peek().copied() {
+        while let Some(Reverse((at, _, slot))) = self.queue.peek().copied() {
             if at > self.now {
                 break;
             }
             self.queue.pop();
             self.events += 1;
-            match self.pending.remove(&seq) {
+            let p = self.pending.get_mut(slot).and_then(Option::take);
+            self.free_slots.push(slot);
+            match p {
                 Some(Pending::ToServer(i, m)) => {
                     if let Some(id) = self.nodes[i].id {
                         self.server.handle_client_msg(self.now, id, m);
