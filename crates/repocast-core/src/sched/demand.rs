@@ -11,7 +11,7 @@
 
 use crate::hash::FastMap;
 use crate::{ClientId, Instant, ItemId};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 /// What a client's Q is for the scheduler.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,22 +33,26 @@ struct ClientDemand {
 #[derive(Debug, Default, Clone)]
 struct ItemDemand {
     waiters: BTreeSet<ClientId>,
-    /// The waiters' keys, as key -> how many waiters have it.
-    keys: BTreeMap<u64, u32>,
+    /// The waiters' keys with how many waiters have each, ascending (few
+    /// distinct keys with count keys: a sorted vector beats a tree).
+    keys: Vec<(u64, u32)>,
     by_time: BTreeSet<(Instant, ClientId)>,
     last_sent: Option<u64>,
 }
 
 impl ItemDemand {
     fn add_key(&mut self, key: u64) {
-        *self.keys.entry(key).or_insert(0) += 1;
+        match self.keys.binary_search_by_key(&key, |e| e.0) {
+            Ok(i) => self.keys[i].1 += 1,
+            Err(i) => self.keys.insert(i, (key, 1)),
+        }
     }
 
     fn remove_key(&mut self, key: u64) {
-        if let Some(n) = self.keys.get_mut(&key) {
-            *n -= 1;
-            if *n == 0 {
-                self.keys.remove(&key);
+        if let Ok(i) = self.keys.binary_search_by_key(&key, |e| e.0) {
+            self.keys[i].1 -= 1;
+            if self.keys[i].1 == 0 {
+                self.keys.remove(i);
             }
         }
     }
@@ -96,7 +100,7 @@ impl DemandTable {
     /// Q_i as the table's key (smallest among the waiters), if any waits.
     pub fn q(&self, item: ItemId) -> Option<f64> {
         let d = self.items.get(item.0 as usize)?;
-        d.keys.first_key_value().map(|(k, _)| f64::from_bits(*k))
+        d.keys.first().map(|(k, _)| f64::from_bits(*k))
     }
 
     /// When the oldest outstanding request for `item` was made.
