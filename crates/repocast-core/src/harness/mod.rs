@@ -514,7 +514,14 @@ impl Harness {
         let n = &mut self.nodes[i];
         if n.final_stats.is_none() {
             n.final_stats = Some(n.client.stats());
-            n.client = Client::new(ClientConfig::default());
+            // An idle stand-in (no name, nothing requested), and nothing
+            // else kept that the report does not need.
+            n.client = Client::new(ClientConfig {
+                name: String::new(),
+                ..ClientConfig::default()
+            });
+            n.spec.items = Vec::new();
+            n.complete = Vec::new();
             n.timer = None;
             if let Some(id) = n.id {
                 self.server.handle_disconnect(self.now, id);
