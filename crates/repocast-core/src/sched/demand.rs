@@ -181,22 +181,29 @@ impl DemandTable {
 
     /// Records that `client` (now) waits for `item`. Unknown items are ignored.
     pub fn add_wait(&mut self, client: ClientId, item: ItemId, since: Instant) {
-        if item.0 as usize >= self.items.len() {
-            return;
-        }
+        self.add_waits(client, &[item], since);
+    }
+
+    /// Records that `client` (now) waits for each of `items`, re-filing it
+    /// once (a whole request at a time). Unknown items are ignored.
+    pub fn add_waits(&mut self, client: ClientId, items: &[ItemId], since: Instant) {
         let c = self.clients.entry(client).or_insert_with(|| ClientDemand {
             fill: 1.0,
             ..Default::default()
         });
-        if c.waiting.insert(item, since).is_some() {
-            return;
-        }
         let key = c.key;
-        let d = &mut self.items[item.0 as usize];
-        d.waiters.insert(client);
-        d.add_key(key);
-        d.by_time.insert((since, client));
-        self.active.insert(item);
+        for &item in items {
+            let Some(d) = self.items.get_mut(item.0 as usize) else {
+                continue;
+            };
+            if c.waiting.insert(item, since).is_some() {
+                continue;
+            }
+            d.waiters.insert(client);
+            d.add_key(key);
+            d.by_time.insert((since, client));
+            self.active.insert(item);
+        }
         self.refile(client);
     }
 

@@ -93,6 +93,7 @@ impl Server {
     }
 
     fn on_request(&mut self, now: Instant, client: ClientId, sels: Vec<ItemSel>) {
+        let mut waits = Vec::new();
         for sel in sels {
             let item = match &sel {
                 ItemSel::Id(i) if (i.0 as usize) < self.items.len() => *i,
@@ -159,9 +160,11 @@ impl Server {
                     self.items[item.0 as usize].in_flight.insert(client);
                     self.send(client, ServerMsg::Notify(a));
                 }
-                _ => self.demand.add_wait(client, item, now),
+                _ => waits.push(item),
             }
         }
+        // One re-filing of the client for the whole request.
+        self.demand.add_waits(client, &waits, now);
         self.maybe_complete(client);
     }
 
