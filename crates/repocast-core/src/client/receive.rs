@@ -60,10 +60,10 @@ impl Client {
             return false;
         }
         let payloads = self.cfg.payloads;
-        let phase = self.items.get(&p.item).map(|it| it.phase);
-        let waiting_manifest = match phase {
-            Some(phase) => phase == ItemPhase::Requested,
-            None => self.pending_names > 0,
+        let pending_names = self.pending_names;
+        let (waiting_manifest, it) = match self.items.get_mut(&p.item) {
+            Some(it) => (it.phase == ItemPhase::Requested, Some(it)),
+            None => (pending_names > 0, None),
         };
         if waiting_manifest {
             if self.early.len() >= EARLY_PACKETS {
@@ -72,10 +72,7 @@ impl Client {
             self.early.push_back(p.clone());
             return false;
         }
-        if phase != Some(ItemPhase::Receiving) {
-            return false;
-        }
-        let Some(it) = self.items.get_mut(&p.item) else {
+        let Some(it) = it.filter(|it| it.phase == ItemPhase::Receiving) else {
             return false;
         };
         // A newer transmission of a wanted item whose announcement we did not
