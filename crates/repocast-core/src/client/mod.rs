@@ -507,8 +507,11 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.flush_replay(now);
         self.deadline.set(None);
-        let ids: Vec<ItemId> = self.items.keys().collect();
-        for id in ids {
+        // By position: handling an item never adds one.
+        for pos in 0..self.items.len() {
+            let Some(id) = self.items.key_at(pos) else {
+                continue;
+            };
             let grace = self.cfg.end_grace;
             let Some(it) = self.items.get_mut(&id) else {
                 continue;

@@ -64,9 +64,14 @@ impl ItemTable {
         self.rx.iter()
     }
 
-    /// Ids in order.
-    pub fn keys(&self) -> impl Iterator<Item = ItemId> + '_ {
-        self.index.iter().map(|e| e.0)
+    /// Number of items.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The id at position `pos` in id order.
+    pub fn key_at(&self, pos: usize) -> Option<ItemId> {
+        self.index.get(pos).map(|e| e.0)
     }
 }
 
@@ -80,10 +85,9 @@ mod tests {
         for id in [7u32, 3, 9, 3, 0] {
             t.get_or_insert(ItemId(id)).corrupt_blocks += 1;
         }
-        assert_eq!(
-            t.keys().collect::<Vec<_>>(),
-            [0, 3, 7, 9].map(ItemId).to_vec()
-        );
+        let ids: Vec<ItemId> = (0..t.len()).filter_map(|p| t.key_at(p)).collect();
+        assert_eq!(ids, [0, 3, 7, 9].map(ItemId).to_vec());
+        assert!(t.key_at(4).is_none());
         assert_eq!(t.get(&ItemId(3)).map(|i| i.corrupt_blocks), Some(2));
         assert!(t.get(&ItemId(4)).is_none() && t.get_mut(&ItemId(10)).is_none());
         let counts: Vec<u32> = t.iter().map(|(_, i)| i.corrupt_blocks).collect();

@@ -258,9 +258,25 @@ impl IdSet {
         self.len == 0
     }
 
-    /// Ids below `k` that are absent.
+    /// Ids below `k` that are absent, ascending (a word at a time).
     pub fn missing_below(&self, k: u32) -> Vec<u32> {
-        (0..k).filter(|&i| !self.contains(i)).collect()
+        let mut out = Vec::with_capacity((k - self.len.min(k)) as usize);
+        for wi in 0..k.div_ceil(64) {
+            let held = (wi.checked_sub(self.base))
+                .and_then(|w| self.words.get(w as usize))
+                .copied()
+                .unwrap_or(0);
+            let mut absent = !held;
+            while absent != 0 {
+                let id = wi * 64 + absent.trailing_zeros();
+                if id >= k {
+                    break;
+                }
+                out.push(id);
+                absent &= absent - 1;
+            }
+        }
+        out
     }
 }
 
