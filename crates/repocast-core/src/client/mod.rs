@@ -121,6 +121,10 @@ pub struct Client {
     done: bool,
     /// Push mode: no back channel (see `push`).
     push: bool,
+    /// Items that may hold a timer (a transmission listened to, or a NAK
+    /// due), ascending: every item that does is here, so timers and
+    /// announcements need not walk the whole request.
+    timed: Vec<ItemId>,
     /// Cached earliest deadline; `None` when it must be recomputed. Every
     /// change to a listening or report timer clears it.
     deadline: std::cell::Cell<Option<Option<Instant>>>,
@@ -148,6 +152,7 @@ impl Client {
             stats: ClientStats::default(),
             done: false,
             push: false,
+            timed: Vec::new(),
             deadline: std::cell::Cell::new(None),
         }
     }
@@ -225,9 +230,8 @@ impl Client {
         if let Some(d) = self.deadline.get() {
             return d;
         }
-        let d = self
-            .items
-            .values()
+        let d = (self.timed.iter())
+            .filter_map(|id| self.items.get(id))
             .flat_map(|i| {
                 let l = i
                     .listening
@@ -419,15 +423,12 @@ impl Client {
         );
         self.last_announce = Some(a.clone());
         // The channel moved on: whatever we listened to has ended.
-        let ended: Vec<ItemId> = self
-            .items
-            .iter()
-            .filter(|(_, i)| {
-                i.listening
-                    .as_ref()
+        let ended: Vec<ItemId> = (self.timed.iter().copied())
+            .filter(|id| {
+                (self.items.get(id))
+                    .and_then(|i| i.listening.as_ref())
                     .is_some_and(|l| !l.ended && (l.id != a.transmission))
             })
-            .map(|(id, _)| id)
             .collect();
         for id in ended {
             self.end_listening(now, id);
@@ -468,6 +469,9 @@ impl Client {
         // A newer transmission supersedes a NAK not yet sent.
         it.report_due = None;
         self.deadline.set(None);
+        if let Err(at) = self.timed.binary_search(&a.item) {
+            self.timed.insert(at, a.item);
+        }
         it.listening = Some(Listening {
             id: a.transmission,
             total: a.total_packets,
@@ -507,11 +511,10 @@ impl Client {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.flush_replay(now);
         self.deadline.set(None);
-        // By position: handling an item never adds one.
-        for pos in 0..self.items.len() {
-            let Some(id) = self.items.key_at(pos) else {
-                continue;
-            };
+        // Only items with a timer can have one due (in id order, as NAKs
+        // go out in a fixed order).
+        let timed = std::mem::take(&mut self.timed);
+        for &id in &timed {
             let grace = self.cfg.end_grace;
             let Some(it) = self.items.get_mut(&id) else {
                 continue;
@@ -552,6 +555,19 @@ impl Client {
                 self.outbox.push_back(ClientMsg::Nak(nak));
             }
         }
+        // Keep the items that still hold a timer (and any added meanwhile).
+        let added = std::mem::replace(&mut self.timed, timed);
+        for id in added {
+            if let Err(at) = self.timed.binary_search(&id) {
+                self.timed.insert(at, id);
+            }
+        }
+        let items = &self.items;
+        self.timed.retain(|id| {
+            items.get(id).is_some_and(|i| {
+                i.report_due.is_some() || i.listening.as_ref().is_some_and(|l| !l.ended)
+            })
+        });
     }
 
     /// All blocks are in: report done (leaving the transmission early) and
