@@ -146,7 +146,7 @@ pub fn png(shapes: &[Shape], w: u32, h: u32) -> Vec<u8> {
         let mut enc = png::Encoder::new(&mut out, w, h);
         enc.set_color(png::ColorType::Rgb);
         enc.set_depth(png::BitDepth::Eight);
-        enc.set_compression(png::Compression::Best);
+        enc.set_compression(png::Compression::Fast);
         // Writing to memory cannot fail for a buffer of the declared size.
         if let Ok(mut wr) = enc.write_header() {
             let _ = wr.write_image_data(&c.px);

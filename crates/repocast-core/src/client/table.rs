@@ -19,25 +19,29 @@ pub struct ItemTable {
 }
 
 impl ItemTable {
-    fn find(&self, id: ItemId) -> Option<usize> {
+    /// `remember`: make this the last hit (the data path does; timer and
+    /// announcement scans over other items do not, so they leave it).
+    fn find(&self, id: ItemId, remember: bool) -> Option<usize> {
         if let Some(&(hit, i)) = self.index.get(self.last.get()) {
             if hit == id {
                 return Some(i as usize);
             }
         }
         let at = self.index.binary_search_by_key(&id, |e| e.0).ok()?;
-        self.last.set(at);
+        if remember {
+            self.last.set(at);
+        }
         Some(self.index[at].1 as usize)
     }
 
     /// The item `id`.
     pub fn get(&self, id: &ItemId) -> Option<&ItemRx> {
-        self.find(*id).map(|i| &self.rx[i])
+        self.find(*id, false).map(|i| &self.rx[i])
     }
 
     /// The item `id`, mutably.
     pub fn get_mut(&mut self, id: &ItemId) -> Option<&mut ItemRx> {
-        self.find(*id).map(|i| &mut self.rx[i])
+        self.find(*id, true).map(|i| &mut self.rx[i])
     }
 
     /// The item `id`, added in its first phase if new.

@@ -12,9 +12,9 @@
 //! The default network is a star (server link, lossless backbone, one link
 //! per client). [`Harness::add_link`] and [`Harness::set_path`] make it a
 //! tree: shared links each lose a packet once for every receiver below
-//! them, and their delays add to a receiver's control-message travel time
-//! (data reaches every receiver at its send time: a fixed propagation delay
-//! only shifts a receiver's clock).
+//! them, and their delays add up along a receiver's path: its data and
+//! announcements arrive that much after they are sent, and its control
+//! messages take that much longer each way.
 
 mod source;
 pub mod srm;
@@ -26,7 +26,7 @@ use crate::loss::{LossModel, LossSpec};
 use crate::server::{
     BlockSource, ItemInfo, NoPayload, Server, ServerConfig, ServerError, Transmit,
 };
-use crate::wire::{ClientMsg, DataRepr, ItemSel, ServerMsg};
+use crate::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
 use crate::{ClientId, Instant, ItemId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -101,6 +101,37 @@ struct Node {
 enum Pending {
     ToServer(usize, ClientMsg),
     ToClient(usize, ServerMsg),
+    /// Multicast to a receiver below delayed tree links (its fate was
+    /// drawn when sent).
+    Data(usize, DataRepr),
+    Announce(usize, AnnounceRepr),
+}
+
+/// Hands a data packet that reached node `i` to its client.
+#[inline(always)]
+fn receive(
+    n: &mut Node,
+    i: usize,
+    now: Instant,
+    p: &DataRepr,
+    skip_finished: bool,
+    events: &mut u64,
+    touched: &mut Vec<usize>,
+) {
+    // A finished item's packets only count as useless to the client. (With
+    // lossy announcements they still go in: a packet of a later
+    // transmission is how a client learns one has ended.)
+    if skip_finished && n.complete.contains(&p.item) {
+        n.skipped_useless += 1;
+        return;
+    }
+    if n.client.handle_data(now, p) && n.first_useful.is_none() {
+        n.first_useful = Some(now);
+    }
+    *events += 1;
+    if n.client.has_pending() {
+        touched.push(i);
+    }
 }
 
 /// One server and its clients on a virtual clock.
@@ -140,6 +171,10 @@ pub struct Harness {
     /// Clients that received something this step, to drain and re-time.
     touched: Vec<usize>,
     touched_scratch: Vec<usize>,
+    /// Receivers of the packet being sent that sit below delayed links.
+    delayed: Vec<usize>,
+    /// Whether any receiver has a path delay (a star has none).
+    any_delay: bool,
     /// Messages in flight, by slot (the queue holds their slot numbers);
     /// freed slots are reused.
     pending: Vec<Option<Pending>>,
@@ -230,6 +265,8 @@ impl Harness {
             timers: BinaryHeap::new(),
             touched: Vec::new(),
             touched_scratch: Vec::new(),
+            delayed: Vec::new(),
+            any_delay: false,
             pending: Vec::new(),
             free_slots: Vec::new(),
             seq: 0,
@@ -287,12 +324,13 @@ impl Harness {
 
     /// Puts client `i` below the shared links `path` (indices from
     /// [`Harness::add_link`]; unknown ones are ignored) whose one-way delay
-    /// sums to `delay`.
+    /// sums to `delay` (added to its multicast and its control traffic).
     pub fn set_path(&mut self, i: usize, path: Vec<usize>, delay: Duration) {
         let known = self.links.len();
         if let Some(n) = self.nodes.get_mut(i) {
             n.path = path.into_iter().filter(|&l| l < known).collect();
             n.path_delay = delay;
+            self.any_delay |= !delay.is_zero();
         }
     }
 
@@ -355,9 +393,14 @@ impl Harness {
                 Transmit::Data(d) => self.deliver_data(&d),
                 Transmit::Announce(a) => {
                     let nodes = &mut self.nodes;
+                    let mut delayed = std::mem::take(&mut self.delayed);
                     if let Some(list) = self.interest.get_mut(&a.item) {
                         for &i in list.iter() {
                             if self.announce_loss.as_mut().is_some_and(|l| l.lose()) {
+                                continue;
+                            }
+                            if self.any_delay && !nodes[i].path_delay.is_zero() {
+                                delayed.push(i);
                                 continue;
                             }
                             nodes[i].client.handle_announce(now, &a);
@@ -365,6 +408,12 @@ impl Harness {
                             self.touched.push(i);
                         }
                     }
+                    for &i in &delayed {
+                        let at = now + self.nodes[i].path_delay;
+                        self.schedule(at, Pending::Announce(i, a.clone()));
+                    }
+                    delayed.clear();
+                    self.delayed = delayed;
                 }
                 Transmit::Control(c, msg) => {
                     if let Some(&i) = self.by_id.get(&c) {
@@ -483,29 +532,40 @@ impl Harness {
         let Some(list) = self.interest.get_mut(&p.item) else {
             return;
         };
+        let skip = self.announce_loss.is_none();
+        if !self.any_delay {
+            // A star (or a tree without delays): straight to the clients.
+            for &i in list.iter() {
+                let n = &mut nodes[i];
+                n.offered += 1;
+                if server_lost || n.loss.lose() || n.path.iter().any(|&l| link_lost[l]) {
+                    n.lost += 1;
+                    continue;
+                }
+                receive(n, i, self.now, p, skip, &mut self.events, &mut self.touched);
+            }
+            return;
+        }
+        let mut delayed = std::mem::take(&mut self.delayed);
         for &i in list.iter() {
             let n = &mut nodes[i];
             n.offered += 1;
-            let tree_lost = n.path.iter().any(|&l| link_lost[l]);
-            if server_lost || n.loss.lose() || tree_lost {
+            if server_lost || n.loss.lose() || n.path.iter().any(|&l| link_lost[l]) {
                 n.lost += 1;
                 continue;
             }
-            // A finished item's packets only count as useless to the client.
-            // (With lossy announcements they still go in: a packet of a
-            // later transmission is how a client learns one has ended.)
-            if self.announce_loss.is_none() && n.complete.contains(&p.item) {
-                n.skipped_useless += 1;
-                continue;
-            }
-            if n.client.handle_data(self.now, p) && n.first_useful.is_none() {
-                n.first_useful = Some(self.now);
-            }
-            self.events += 1;
-            if n.client.has_pending() {
-                self.touched.push(i);
+            if n.path_delay.is_zero() {
+                receive(n, i, self.now, p, skip, &mut self.events, &mut self.touched);
+            } else {
+                delayed.push(i);
             }
         }
+        for &i in &delayed {
+            let at = self.now + self.nodes[i].path_delay;
+            self.schedule(at, Pending::Data(i, p.clone()));
+        }
+        delayed.clear();
+        self.delayed = delayed;
     }
 
     /// Drops a finished client's state machine, keeping its counters, and
@@ -598,7 +658,24 @@ impl Harness {
                     self.nodes[i].client.handle_server_msg(self.now, m);
                     self.touched.push(i);
                 }
-                Some(Pending::ToClient(..)) | None => {}
+                Some(Pending::Data(i, d)) if self.nodes[i].done_at.is_none() => {
+                    let skip = self.announce_loss.is_none();
+                    let n = &mut self.nodes[i];
+                    receive(
+                        n,
+                        i,
+                        self.now,
+                        &d,
+                        skip,
+                        &mut self.events,
+                        &mut self.touched,
+                    );
+                }
+                Some(Pending::Announce(i, a)) if self.nodes[i].done_at.is_none() => {
+                    self.nodes[i].client.handle_announce(self.now, &a);
+                    self.touched.push(i);
+                }
+                Some(Pending::ToClient(..) | Pending::Data(..) | Pending::Announce(..)) | None => {}
             }
         }
     }

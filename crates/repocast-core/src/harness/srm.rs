@@ -6,8 +6,8 @@
 //!
 //! Distances: source to receiver is `base_delay` plus the receiver's path
 //! delay; receiver to receiver, both path delays plus `base_delay` (through
-//! the backbone). Original packets reach every receiver at their send time,
-//! as in the main harness. Requests are not lost; repairs are lost on the
+//! the backbone). Original packets reach a receiver its path delay after
+//! they are sent, as in the main harness. Requests are not lost; repairs are lost on the
 //! receiving member's links (and on the server's link when the source sends
 //! them), drawn per delivery. Repairs are not paced: members send them on
 //! their own links, beside the source's channel.
@@ -62,6 +62,8 @@ pub struct SrmOutcome {
 enum Ev {
     /// The source sends original packet n.
     Send(u32),
+    /// Original packet `id` reaches receiver member `to`.
+    Data { to: usize, id: u32 },
     /// A receiver learns the source's highest sequence number.
     End(usize),
     /// A request for `id` from member `from` reaches member `to`.
@@ -213,10 +215,9 @@ pub fn run_srm(
                         || run.paths[r].iter().any(|&l| link_lost[l])
                         || run.own_loss[r].lose();
                     if !lost {
-                        run.members[r + 1].handle_data(now, id, false);
-                        run.received(now, r + 1);
+                        let at = now + run.path_delay[r];
+                        run.push(at, Ev::Data { to: r + 1, id });
                     }
-                    run.flush(now, r + 1);
                 }
                 if id + 1 < k {
                     run.push(now + net.packet_interval, Ev::Send(id + 1));
@@ -226,6 +227,11 @@ pub fn run_srm(
                         run.push(at, Ev::End(m));
                     }
                 }
+            }
+            Ev::Data { to, id } => {
+                run.members[to].handle_data(now, id, false);
+                run.received(now, to);
+                run.flush(now, to);
             }
             Ev::End(m) => {
                 run.members[m].handle_source_end(now);
