@@ -393,13 +393,14 @@ impl Harness {
                 Transmit::Data(d) => self.deliver_data(&d),
                 Transmit::Announce(a) => {
                     let nodes = &mut self.nodes;
+                    let delay = self.any_delay;
                     let mut delayed = std::mem::take(&mut self.delayed);
                     if let Some(list) = self.interest.get_mut(&a.item) {
                         for &i in list.iter() {
                             if self.announce_loss.as_mut().is_some_and(|l| l.lose()) {
                                 continue;
                             }
-                            if self.any_delay && !nodes[i].path_delay.is_zero() {
+                            if delay && !nodes[i].path_delay.is_zero() {
                                 delayed.push(i);
                                 continue;
                             }
@@ -408,11 +409,13 @@ impl Harness {
                             self.touched.push(i);
                         }
                     }
-                    for &i in &delayed {
-                        let at = now + self.nodes[i].path_delay;
-                        self.schedule(at, Pending::Announce(i, a.clone()));
+                    if delay {
+                        for &i in &delayed {
+                            let at = now + self.nodes[i].path_delay;
+                            self.schedule(at, Pending::Announce(i, a.clone()));
+                        }
+                        delayed.clear();
                     }
-                    delayed.clear();
                     self.delayed = delayed;
                 }
                 Transmit::Control(c, msg) => {
