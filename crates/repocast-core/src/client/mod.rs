@@ -366,12 +366,7 @@ impl Client {
         from: TransmissionId,
     ) {
         let item = entry.item;
-        let Ok(layout) = Layout::new(entry.size, &entry.fec) else {
-            self.events.push_back(ClientEvent::ItemFailed {
-                item: Some(item),
-                name: entry.name,
-                reason: "manifest layout too large".into(),
-            });
+        let Some(layout) = self.layout_of(&entry) else {
             return;
         };
         if self.cfg.payloads && entry.block_hashes.len() != layout.blocks() as usize {
@@ -408,6 +403,20 @@ impl Client {
         if self.early.iter().any(|p| p.item == item) {
             self.replay.push(item);
         }
+    }
+
+    /// The block layout a manifest describes; an unusable one fails the
+    /// item (an event says why).
+    pub(super) fn layout_of(&mut self, entry: &crate::wire::ManifestEntry) -> Option<Layout> {
+        let layout = Layout::new(entry.size, &entry.fec).ok();
+        if layout.is_none() {
+            self.events.push_back(ClientEvent::ItemFailed {
+                item: Some(entry.item),
+                name: entry.name.clone(),
+                reason: "manifest layout too large".into(),
+            });
+        }
+        layout
     }
 
     /// An announcement from the announcement channel.

@@ -7,7 +7,6 @@
 use super::{Client, ClientEvent};
 use crate::Instant;
 use crate::TransmissionId;
-use crate::fec::layout::Layout;
 use crate::wire::ManifestEntry;
 
 impl Client {
@@ -17,12 +16,7 @@ impl Client {
         self.push = true;
         for entry in entries {
             let item = entry.item;
-            let Ok(layout) = Layout::new(entry.size, &entry.fec) else {
-                self.events.push_back(ClientEvent::ItemFailed {
-                    item: Some(item),
-                    name: entry.name,
-                    reason: "manifest layout too large".into(),
-                });
+            let Some(layout) = self.layout_of(&entry) else {
                 continue;
             };
             let it = self.items.get_or_insert(item);

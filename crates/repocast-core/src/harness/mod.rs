@@ -32,6 +32,21 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
 
+/// With payloads, a control message goes through its byte encoding as a
+/// driver would send it (None if it does not parse back); without (the
+/// simulator's accounting runs), the value itself.
+macro_rules! through_bytes {
+    ($payloads:expr, $msg:expr, $ty:ty) => {
+        if $payloads {
+            let mut b = Vec::new();
+            $msg.emit(&mut b);
+            <$ty>::parse(&b).ok()
+        } else {
+            Some($msg)
+        }
+    };
+}
+
 /// A client to add to a run.
 #[derive(Debug, Clone)]
 pub struct ClientSpec {
@@ -105,6 +120,18 @@ enum Pending {
     /// drawn when sent).
     Data(usize, DataRepr),
     Announce(usize, AnnounceRepr),
+}
+
+/// Whether a packet sent now reaches node `n` (the server's link, the tree
+/// links above it, its own link), counting it either way.
+#[inline(always)]
+fn reaches(n: &mut Node, server_lost: bool, link_lost: &[bool]) -> bool {
+    n.offered += 1;
+    if server_lost || n.loss.lose() || n.path.iter().any(|&l| link_lost[l]) {
+        n.lost += 1;
+        return false;
+    }
+    true
 }
 
 /// Hands a data packet that reached node `i` to its client.
@@ -420,15 +447,8 @@ impl Harness {
                 }
                 Transmit::Control(c, msg) => {
                     if let Some(&i) = self.by_id.get(&c) {
-                        let msg = if self.payloads {
-                            let mut b = Vec::new();
-                            msg.emit(&mut b);
-                            match ServerMsg::parse(&b) {
-                                Ok(m) => m,
-                                Err(_) => continue,
-                            }
-                        } else {
-                            msg
+                        let Some(msg) = through_bytes!(self.payloads, msg, ServerMsg) else {
+                            continue;
                         };
                         let at = self.arrival(now, i, false);
                         self.schedule(at, Pending::ToClient(i, msg));
@@ -450,15 +470,8 @@ impl Harness {
                 self.on_event(i, e);
             }
             while let Some(m) = self.nodes[i].client.poll_transmit() {
-                let m = if self.payloads {
-                    let mut b = Vec::new();
-                    m.emit(&mut b);
-                    match ClientMsg::parse(&b) {
-                        Ok(m) => m,
-                        Err(_) => continue,
-                    }
-                } else {
-                    m
+                let Some(m) = through_bytes!(self.payloads, m, ClientMsg) else {
+                    continue;
                 };
                 let at = self.arrival(now, i, true);
                 self.schedule(at, Pending::ToServer(i, m));
@@ -540,9 +553,7 @@ impl Harness {
             // A star (or a tree without delays): straight to the clients.
             for &i in list.iter() {
                 let n = &mut nodes[i];
-                n.offered += 1;
-                if server_lost || n.loss.lose() || n.path.iter().any(|&l| link_lost[l]) {
-                    n.lost += 1;
+                if !reaches(n, server_lost, link_lost) {
                     continue;
                 }
                 receive(n, i, self.now, p, skip, &mut self.events, &mut self.touched);
@@ -552,9 +563,7 @@ impl Harness {
         let mut delayed = std::mem::take(&mut self.delayed);
         for &i in list.iter() {
             let n = &mut nodes[i];
-            n.offered += 1;
-            if server_lost || n.loss.lose() || n.path.iter().any(|&l| link_lost[l]) {
-                n.lost += 1;
+            if !reaches(n, server_lost, link_lost) {
                 continue;
             }
             if n.path_delay.is_zero() {
