@@ -84,10 +84,6 @@ pub struct SrmMember {
     /// Requests for these ids are ignored until the given time.
     hold_down: BTreeMap<u32, Instant>,
     outbox: Vec<SrmMsg>,
-    /// Requests this member multicast.
-    pub requests_sent: u64,
-    /// Repairs this member multicast.
-    pub repairs_sent: u64,
 }
 
 impl SrmMember {
@@ -104,8 +100,6 @@ impl SrmMember {
             repairs: BTreeMap::new(),
             hold_down: BTreeMap::new(),
             outbox: Vec::new(),
-            requests_sent: 0,
-            repairs_sent: 0,
         }
     }
 
@@ -222,7 +216,6 @@ impl SrmMember {
             .collect();
         for (id, level) in due {
             self.outbox.push(SrmMsg::Request(id));
-            self.requests_sent += 1;
             // Try again later if no repair comes.
             self.arm_request(now, id, level + 1);
         }
@@ -233,7 +226,6 @@ impl SrmMember {
         for (id, dist) in due {
             self.repairs.remove(&id);
             self.outbox.push(SrmMsg::Repair(id));
-            self.repairs_sent += 1;
             self.hold_down.insert(id, now + dist * 3);
         }
     }

@@ -62,6 +62,27 @@ fn ids(v: &[u32]) -> Vec<ItemId> {
     v.iter().map(|&i| ItemId(i)).collect()
 }
 
+/// Four clients' requests and link loss: 0-50% (one bursty), overlapping.
+fn plan() -> [(Vec<u32>, LossSpec); 4] {
+    [
+        (vec![0, 1, 4, 5], LossSpec::NONE),
+        (vec![1, 2, 3, 5, 6], LossSpec::Bernoulli { p: 0.1 }),
+        (vec![4, 5, 6], LossSpec::bursty(0.25, 4.0)),
+        (vec![0, 2, 5], LossSpec::Bernoulli { p: 0.5 }),
+    ]
+}
+
+/// Adds the `plan`'s clients, joining `spacing_ms` apart.
+fn add_clients(h: &mut Harness, plan: &[(Vec<u32>, LossSpec)], spacing_ms: u64) {
+    for (i, (want, loss)) in plan.iter().enumerate() {
+        h.add_client(ClientSpec {
+            items: ids(want),
+            loss: *loss,
+            join_at: Instant::from_millis(i as u64 * spacing_ms),
+        });
+    }
+}
+
 /// Four clients, 0-50% loss (one bursty), overlapping requests; all must end
 /// complete with every item byte-identical.
 fn run_all_complete(scheme: &str, code: CodeKind, payloads: bool) -> Harness {
@@ -81,19 +102,8 @@ fn run_all_complete_with(
     let mut h = Harness::new(cfg, data.clone(), LossSpec::NONE).expect("harness");
     h.announce_loss =
         announce_loss.map(|p| repocast_core::loss::LossModel::new(LossSpec::Bernoulli { p }, seed));
-    let plan = [
-        (vec![0, 1, 4, 5], LossSpec::NONE),
-        (vec![1, 2, 3, 5, 6], LossSpec::Bernoulli { p: 0.1 }),
-        (vec![4, 5, 6], LossSpec::bursty(0.25, 4.0)),
-        (vec![0, 2, 5], LossSpec::Bernoulli { p: 0.5 }),
-    ];
-    for (i, (want, loss)) in plan.iter().enumerate() {
-        h.add_client(ClientSpec {
-            items: ids(want),
-            loss: *loss,
-            join_at: Instant::from_millis(i as u64 * 3),
-        });
-    }
+    let plan = plan();
+    add_clients(&mut h, &plan, 3);
     let idle = h.run(Instant::from_millis(3_600_000));
     assert!(
         idle,
@@ -333,19 +343,8 @@ fn push_mode_delivers_without_a_back_channel() {
         let mut cfg = config(scheme, code, seed);
         cfg.scheduler = scheduler.clone();
         let mut h = Harness::new(cfg, data.clone(), LossSpec::NONE).expect("harness");
-        let plan = [
-            (vec![0, 1, 4, 5], LossSpec::NONE),
-            (vec![1, 2, 3, 5, 6], LossSpec::Bernoulli { p: 0.1 }),
-            (vec![4, 5, 6], LossSpec::bursty(0.25, 4.0)),
-            (vec![0, 2, 5], LossSpec::Bernoulli { p: 0.5 }),
-        ];
-        for (i, (want, loss)) in plan.iter().enumerate() {
-            h.add_client(ClientSpec {
-                items: ids(want),
-                loss: *loss,
-                join_at: Instant::from_millis(i as u64 * 7),
-            });
-        }
+        let plan = plan();
+        add_clients(&mut h, &plan, 7);
         assert!(
             h.run(Instant::from_millis(600_000)),
             "{scheduler:?} {code:?}"

@@ -33,11 +33,6 @@ impl Client {
         self.push_check_done();
     }
 
-    /// Whether this client is in push mode.
-    pub fn is_push(&self) -> bool {
-        self.push
-    }
-
     /// In push mode nobody tells the client it is done: it says so itself
     /// once every document is complete or failed.
     pub(super) fn push_check_done(&mut self) {
