@@ -176,3 +176,17 @@ fn removing_a_client_clears_its_demand() {
         vec![ItemId(2), ItemId(3), ItemId(4)]
     );
 }
+
+#[test]
+fn a_repeated_wait_keeps_its_first_request_time() {
+    let mut t = DemandTable::new(3, QKey::Count);
+    let (c, i) = (ClientId(4), ItemId(1));
+    t.add_wait(c, i, Instant::from_nanos(10));
+    t.add_wait(c, i, Instant::from_nanos(20));
+    assert_eq!((t.r(i), t.outstanding(c)), (1, 1));
+    assert_eq!(t.oldest_request(i), Some(Instant::from_nanos(10)));
+    t.remove_wait(c, i);
+    // Nothing stale is left behind for FIFO to pick.
+    assert_eq!((t.r(i), t.oldest_request(i), t.q(i)), (0, None, None));
+    assert_eq!(t.active().count(), 0);
+}

@@ -112,9 +112,9 @@ impl ItemRx {
         payloads: bool,
         rng: &mut Rng,
     ) -> Option<&mut Box<dyn BlockDecoder>> {
-        let (layout, m) = (self.layout?, self.manifest.as_ref()?);
         let slot = self.decoders.get_mut(b as usize)?;
         if slot.is_none() {
+            let (layout, m) = (self.layout?, self.manifest.as_ref()?);
             let k = layout.block_symbols(b);
             *slot = Some(m.fec.code.decoder(k, layout.symbol_size(), payloads, rng));
         }

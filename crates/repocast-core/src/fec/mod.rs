@@ -218,8 +218,29 @@ pub struct IdSet {
 
 impl IdSet {
     /// Inserts `id`; true if it was new.
+    #[inline]
     pub fn insert(&mut self, id: u32) -> bool {
         let wi = id / 64;
+        // Below `base` wraps to a huge index: both ways out of range take
+        // the slow path, which widens the words (once per new word).
+        let w = wi.wrapping_sub(self.base) as usize;
+        let word = match self.words.get_mut(w) {
+            Some(word) => word,
+            None => self.widen(wi),
+        };
+        let bit = 1u64 << (id % 64);
+        if *word & bit != 0 {
+            return false;
+        }
+        *word |= bit;
+        self.len += 1;
+        true
+    }
+
+    /// Makes room for word `wi` (first word, below the lowest, or above the
+    /// highest) and returns it.
+    #[cold]
+    fn widen(&mut self, wi: u32) -> &mut u64 {
         if self.words.is_empty() {
             self.base = wi;
         } else if wi < self.base {
@@ -231,13 +252,7 @@ impl IdSet {
         if w >= self.words.len() {
             self.words.resize(w + 1, 0);
         }
-        let bit = 1u64 << (id % 64);
-        if self.words[w] & bit != 0 {
-            return false;
-        }
-        self.words[w] |= bit;
-        self.len += 1;
-        true
+        &mut self.words[w]
     }
 
     /// Whether `id` is present.

@@ -24,10 +24,18 @@ pub enum QKey {
 
 #[derive(Debug, Default)]
 struct ClientDemand {
-    /// Items waited for, with the time each was requested.
-    waiting: FastMap<ItemId, Instant>,
+    /// Items waited for, with the time each was requested, sorted by item
+    /// (a client waits for a handful: a packed vector beats a hash map,
+    /// and re-filing walks it for every item a client is served).
+    waiting: Vec<(ItemId, Instant)>,
     fill: f64,
     key: u64,
+}
+
+impl ClientDemand {
+    fn find(&self, item: ItemId) -> Result<usize, usize> {
+        self.waiting.binary_search_by_key(&item, |e| e.0)
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -62,7 +70,7 @@ impl ItemDemand {
 #[derive(Debug)]
 pub struct DemandTable {
     mode: QKey,
-    clients: crate::hash::FastMap<ClientId, ClientDemand>,
+    clients: FastMap<ClientId, ClientDemand>,
     items: Vec<ItemDemand>,
     active: BTreeSet<ItemId>,
     transmissions: u64,
@@ -134,7 +142,7 @@ impl DemandTable {
     pub fn is_waiting(&self, client: ClientId, item: ItemId) -> bool {
         self.clients
             .get(&client)
-            .is_some_and(|c| c.waiting.contains_key(&item))
+            .is_some_and(|c| c.find(item).is_ok())
     }
 
     /// Items `client` waits for.
@@ -163,7 +171,7 @@ impl DemandTable {
             return;
         }
         c.key = new_key;
-        for it in c.waiting.keys() {
+        for (it, _) in &c.waiting {
             if let Some(d) = self.items.get_mut(it.0 as usize) {
                 d.remove_key(old_key);
                 d.add_key(new_key);
@@ -196,9 +204,11 @@ impl DemandTable {
             let Some(d) = self.items.get_mut(item.0 as usize) else {
                 continue;
             };
-            if c.waiting.insert(item, since).is_some() {
+            // Already waiting: it keeps its first request time.
+            let Err(at) = c.find(item) else {
                 continue;
-            }
+            };
+            c.waiting.insert(at, (item, since));
             d.waiters.insert(client);
             d.add_key(key);
             d.by_time.insert((since, client));
@@ -212,9 +222,10 @@ impl DemandTable {
         let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
-        let Some(since) = c.waiting.remove(&item) else {
+        let Ok(at) = c.find(item) else {
             return;
         };
+        let (_, since) = c.waiting.remove(at);
         let key = c.key;
         if let Some(d) = self.items.get_mut(item.0 as usize) {
             d.waiters.remove(&client);
@@ -232,7 +243,7 @@ impl DemandTable {
         let items: Vec<ItemId> = self
             .clients
             .get(&client)
-            .map(|c| c.waiting.keys().copied().collect())
+            .map(|c| c.waiting.iter().map(|e| e.0).collect())
             .unwrap_or_default();
         for it in items {
             self.remove_wait(client, it);

@@ -18,6 +18,7 @@ pub use config::{
 };
 
 use crate::fec::layout::Layout;
+use crate::hash::FastMap;
 use crate::policy::FecPolicy;
 use crate::sched::{DemandTable, Scheduler};
 use crate::wire::control::CatalogueEntry;
@@ -53,7 +54,7 @@ struct ClientState {
     expected: u64,
     naks: u64,
     /// Last known need per block, per item (from NAKs).
-    needs: HashMap<ItemId, BTreeMap<u32, u32>>,
+    needs: FastMap<ItemId, BTreeMap<u32, u32>>,
     complete: bool,
 }
 
@@ -80,7 +81,7 @@ pub struct Server {
     fec: FecParams,
     items: Vec<ItemState>,
     names: HashMap<String, ItemId>,
-    clients: HashMap<ClientId, ClientState>,
+    clients: FastMap<ClientId, ClientState>,
     next_client: u32,
     demand: DemandTable,
     scheduler: Box<dyn Scheduler>,
@@ -94,7 +95,7 @@ pub struct Server {
     naks_this_round: u32,
     stats: ServerStats,
     /// Reports owed: (client, item) -> the transmission they answer.
-    awaiting: HashMap<(ClientId, ItemId), TransmissionId>,
+    awaiting: FastMap<(ClientId, ItemId), TransmissionId>,
     report_deadlines: std::collections::BinaryHeap<
         std::cmp::Reverse<(Instant, ClientId, ItemId, TransmissionId)>,
     >,
@@ -157,7 +158,7 @@ impl Server {
             fec,
             items: states,
             names,
-            clients: HashMap::new(),
+            clients: FastMap::default(),
             next_client: 0,
             demand,
             scheduler,
@@ -169,7 +170,7 @@ impl Server {
             next_send: Instant::ZERO,
             naks_this_round: 0,
             stats: ServerStats::default(),
-            awaiting: HashMap::new(),
+            awaiting: FastMap::default(),
             report_deadlines: Default::default(),
             cfg,
         })
