@@ -65,7 +65,7 @@ pub struct ItemRx {
     /// Item-done report held until the driver confirms the whole hash.
     pub done_report: Option<crate::wire::ClientMsg>,
     /// Symbols held by blocks the driver evicted to disk, per block.
-    pub evicted: std::collections::HashMap<u32, u32>,
+    pub evicted: crate::hash::FastMap<u32, u32>,
 }
 
 impl Default for ItemRx {
@@ -106,6 +106,7 @@ impl ItemRx {
     }
 
     /// The decoder of block `b`, created on first use.
+    #[inline]
     pub fn decoder(
         &mut self,
         b: u32,

@@ -162,6 +162,7 @@ impl Client {
         self.outbox.push_back(ClientMsg::Hello {
             name: self.cfg.name.clone(),
         });
+        self.items.reserve(items.len());
         for sel in &items {
             match sel {
                 ItemSel::Id(id) => {

@@ -57,6 +57,12 @@ impl ItemTable {
         &mut self.rx[i]
     }
 
+    /// Makes room for `n` more items.
+    pub fn reserve(&mut self, n: usize) {
+        self.index.reserve(n);
+        self.rx.reserve(n);
+    }
+
     /// Items, in no particular order.
     pub fn values(&self) -> impl Iterator<Item = &ItemRx> {
         self.rx.iter()

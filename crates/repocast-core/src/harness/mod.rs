@@ -141,14 +141,13 @@ fn receive(
     i: usize,
     now: Instant,
     p: &DataRepr,
-    skip_finished: bool,
+    finished: bool,
     events: &mut u64,
     touched: &mut Vec<usize>,
 ) {
-    // A finished item's packets only count as useless to the client. (With
-    // lossy announcements they still go in: a packet of a later
-    // transmission is how a client learns one has ended.)
-    if skip_finished && n.complete.contains(&p.item) {
+    // A finished item's packets only count as useless to the client (the
+    // caller says whether to skip them).
+    if finished {
         n.skipped_useless += 1;
         return;
     }
@@ -191,8 +190,9 @@ pub struct Harness {
     unfinished: usize,
     by_id: crate::hash::FastMap<ClientId, usize>,
     /// Joined, unfinished clients by the items they asked for: data and
-    /// announcements of an item go to these only.
-    interest: crate::hash::FastMap<ItemId, Vec<usize>>,
+    /// announcements of an item go to these only. With each, whether it has
+    /// the item complete (so the packet loop need not look it up).
+    interest: crate::hash::FastMap<ItemId, Vec<(usize, bool)>>,
     /// Client deadlines (lazily invalidated against `Node::timer`).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Clients that received something this step, to drain and re-time.
@@ -388,7 +388,7 @@ impl Harness {
             if self.push {
                 self.unfinished += 1;
                 for it in &self.nodes[i].spec.items {
-                    self.interest.entry(*it).or_default().push(i);
+                    self.interest.entry(*it).or_default().push((i, false));
                 }
                 self.touched.push(i);
                 let manifests = (self.nodes[i].spec.items.iter())
@@ -400,7 +400,7 @@ impl Harness {
                 self.by_id.insert(id, i);
                 self.unfinished += 1;
                 for it in &self.nodes[i].spec.items {
-                    self.interest.entry(*it).or_default().push(i);
+                    self.interest.entry(*it).or_default().push((i, false));
                 }
                 self.touched.push(i);
                 let n = &mut self.nodes[i];
@@ -423,7 +423,7 @@ impl Harness {
                     let delay = self.any_delay;
                     let mut delayed = std::mem::take(&mut self.delayed);
                     if let Some(list) = self.interest.get_mut(&a.item) {
-                        for &i in list.iter() {
+                        for &(i, _) in list.iter() {
                             if self.announce_loss.as_mut().is_some_and(|l| l.lose()) {
                                 continue;
                             }
@@ -548,26 +548,47 @@ impl Harness {
         let Some(list) = self.interest.get_mut(&p.item) else {
             return;
         };
+        // (With lossy announcements packets of finished items still go in:
+        // a packet of a later transmission is how a client learns one has
+        // ended.)
         let skip = self.announce_loss.is_none();
         if !self.any_delay {
             // A star (or a tree without delays): straight to the clients.
-            for &i in list.iter() {
+            for &(i, done) in list.iter() {
                 let n = &mut nodes[i];
                 if !reaches(n, server_lost, link_lost) {
                     continue;
                 }
-                receive(n, i, self.now, p, skip, &mut self.events, &mut self.touched);
+                let finished = skip && done;
+                receive(
+                    n,
+                    i,
+                    self.now,
+                    p,
+                    finished,
+                    &mut self.events,
+                    &mut self.touched,
+                );
             }
             return;
         }
         let mut delayed = std::mem::take(&mut self.delayed);
-        for &i in list.iter() {
+        for &(i, done) in list.iter() {
             let n = &mut nodes[i];
             if !reaches(n, server_lost, link_lost) {
                 continue;
             }
             if n.path_delay.is_zero() {
-                receive(n, i, self.now, p, skip, &mut self.events, &mut self.touched);
+                let finished = skip && done;
+                receive(
+                    n,
+                    i,
+                    self.now,
+                    p,
+                    finished,
+                    &mut self.events,
+                    &mut self.touched,
+                );
             } else {
                 delayed.push(i);
             }
@@ -631,6 +652,11 @@ impl Harness {
             ClientEvent::ItemComplete(item) => {
                 n.completed += 1;
                 n.complete.push(item);
+                if let Some(list) = self.interest.get_mut(&item) {
+                    for e in list.iter_mut().filter(|e| e.0 == i) {
+                        e.1 = true;
+                    }
+                }
             }
             ClientEvent::Welcome(_) => {}
             ClientEvent::ItemFailed { name, reason, .. } => {
@@ -642,7 +668,7 @@ impl Harness {
                     // It leaves the groups: no more data or announcements.
                     for it in &n.spec.items {
                         if let Some(list) = self.interest.get_mut(it) {
-                            list.retain(|&j| j != i);
+                            list.retain(|e| e.0 != i);
                         }
                     }
                 }
@@ -671,14 +697,14 @@ impl Harness {
                     self.touched.push(i);
                 }
                 Some(Pending::Data(i, d)) if self.nodes[i].done_at.is_none() => {
-                    let skip = self.announce_loss.is_none();
                     let n = &mut self.nodes[i];
+                    let finished = self.announce_loss.is_none() && n.complete.contains(&d.item);
                     receive(
                         n,
                         i,
                         self.now,
                         &d,
-                        skip,
+                        finished,
                         &mut self.events,
                         &mut self.touched,
                     );
