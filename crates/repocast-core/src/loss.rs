@@ -65,15 +65,27 @@ pub struct LossModel {
     spec: LossSpec,
     bad: bool,
     rng: Rng,
+    /// Bernoulli: a packet is lost when the top 53 bits of a draw are
+    /// below this (`p` scaled by 2^53, rounded up: exactly the same
+    /// decisions as comparing the draw as a float in [0, 1) with `p`, and
+    /// no draw at all when `p` is 0).
+    threshold: u64,
 }
 
 impl LossModel {
     /// A model following `spec`, drawing from a generator seeded by `seed`.
     pub fn new(spec: LossSpec, seed: u64) -> Self {
+        let threshold = match spec {
+            LossSpec::Bernoulli { p } if p > 0.0 => {
+                (p.min(1.0) * (1u64 << 53) as f64).ceil() as u64
+            }
+            _ => 0,
+        };
         LossModel {
             spec,
             bad: false,
             rng: Rng::new(seed),
+            threshold,
         }
     }
 
@@ -82,11 +94,23 @@ impl LossModel {
         self.spec
     }
 
-    /// Decides the fate of the next packet: true if it is lost.
+    /// Decides the fate of the next packet: true if it is lost. (Called
+    /// for every packet and receiver of a simulated day: the Bernoulli case
+    /// is kept small enough to inline.)
     #[inline]
     pub fn lose(&mut self) -> bool {
         match self.spec {
-            LossSpec::Bernoulli { p } => p > 0.0 && self.rng.chance(p),
+            LossSpec::Bernoulli { .. } => {
+                self.threshold > 0 && (self.rng.next_u64() >> 11) < self.threshold
+            }
+            LossSpec::GilbertElliott { .. } => self.lose_gilbert_elliott(),
+        }
+    }
+
+    #[inline(never)]
+    fn lose_gilbert_elliott(&mut self) -> bool {
+        match self.spec {
+            LossSpec::Bernoulli { .. } => false,
             LossSpec::GilbertElliott {
                 p_gb,
                 p_bg,
@@ -112,6 +136,18 @@ mod tests {
         let mut m = LossModel::new(spec, 3);
         let n = 200_000;
         (0..n).filter(|_| m.lose()).count() as f64 / n as f64
+    }
+
+    #[test]
+    fn bernoulli_decides_exactly_as_a_float_comparison() {
+        for p in [0.0, 1e-9, 0.01, 0.05, 0.3, 0.5, 0.999_999, 1.0, 1.5] {
+            let mut m = LossModel::new(LossSpec::Bernoulli { p }, 11);
+            let mut r = Rng::new(11);
+            for _ in 0..20_000 {
+                let want = p > 0.0 && r.chance(p);
+                assert_eq!(m.lose(), want, "p = {p}");
+            }
+        }
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl Client {
         // A newer transmission of a wanted item whose announcement we did not
         // hear (announcements travel on lossy multicast too): join it.
         let newer = it.listening.as_ref().is_none_or(|l| l.id < p.transmission);
-        if newer && p.transmission >= it.listen_from {
+        let it = if newer && p.transmission >= it.listen_from {
             let a = AnnounceRepr {
                 session: p.session,
                 transmission: p.transmission,
@@ -92,9 +92,12 @@ impl Client {
                 nak_window_max_us: 0,
             };
             self.listen(now, &a);
-        }
-        let Some(it) = self.items.get_mut(&p.item) else {
-            return false;
+            match self.items.get_mut(&p.item) {
+                Some(it) => it,
+                None => return false,
+            }
+        } else {
+            it
         };
         let Some(l) = it.listening.as_mut().filter(|l| l.id == p.transmission) else {
             return false;
