@@ -8,6 +8,7 @@
 #
 #   tests/netlab.sh                 # defaults below
 #   SCHEME="FEC(0.01R)+R(0)" RATE=100M SIZE_MIB=32 tests/netlab.sh
+#   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NETLAB=${NETLAB:-../shared/netlab/netlab}
@@ -22,8 +23,11 @@ if [ ! -x "$NETLAB" ] && [ ! -f "$NETLAB" ]; then echo "netlab.sh: skipped ($NET
 if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab.sh: skipped (no network namespaces)"; exit 0; fi
 ip netns del "${NAME}probe"
 
-cargo build --release -q -p repocast-cli
-BIN=$PWD/target/release/repocast
+# BIN=path/to/repocast compares another build (nothing is built then).
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p repocast-cli
+  BIN=$PWD/target/release/repocast
+fi
 WORK=$(mktemp -d)
 cleanup() {
   [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null || true

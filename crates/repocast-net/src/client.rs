@@ -340,6 +340,7 @@ pub async fn get(
     loop {
         // Drain the core: messages to the server, events to disk.
         while let Some(m) = client.poll_transmit() {
+            tracing::trace!("to server: {m:?}");
             send(&mut wr, &m).await?;
         }
         while let Some(ev) = client.poll_event() {
@@ -397,7 +398,14 @@ pub async fn get(
                     }
                 }
                 ClientEvent::ItemAssembled(item) => {
-                    let ok = match store.finish(item) {
+                    let t = std::time::Instant::now();
+                    let finished = store.finish(item);
+                    tracing::debug!(
+                        "item {}: every block in; synced, hashed and renamed in {:?}",
+                        item.0,
+                        t.elapsed()
+                    );
+                    let ok = match finished {
                         Ok(ok) => ok,
                         Err(e) => {
                             client.abandon(item, e.to_string());

@@ -300,7 +300,10 @@ impl Pump {
                 Some(ev) = ev_rx.recv() => {
                     let now = core_now(self.start);
                     match ev {
-                        ConnEvent::Msg(c, m) => self.server.handle_client_msg(now, c, m),
+                        ConnEvent::Msg(c, m) => {
+                            tracing::trace!("client {c}: {m:?}");
+                            self.server.handle_client_msg(now, c, m)
+                        }
                         ConnEvent::Malformed => {}
                         ConnEvent::Closed(c) => {
                             self.conns.remove(&c);

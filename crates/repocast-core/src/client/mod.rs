@@ -432,12 +432,15 @@ impl Client {
             Duration::from_micros(a.nak_window_max_us.max(a.nak_window_min_us) as u64),
         );
         self.last_announce = Some(a.clone());
-        // The channel moved on: whatever we listened to has ended.
+        // The channel moved on: whatever we listened to has ended. Only a
+        // newer transmission says so: announcements travel on their own
+        // socket, so a late copy of an older one (each is sent three times)
+        // can be read after data of the next has arrived.
         let ended: Vec<ItemId> = (self.timed.iter().copied())
             .filter(|id| {
                 (self.items.get(id))
                     .and_then(|i| i.listening.as_ref())
-                    .is_some_and(|l| !l.ended && (l.id != a.transmission))
+                    .is_some_and(|l| !l.ended && l.id < a.transmission)
             })
             .collect();
         for id in ended {
@@ -469,10 +472,11 @@ impl Client {
         let Some(it) = self.items.get_mut(&a.item) else {
             return;
         };
+        // Already on it, or on a newer one (a stale announcement).
         if it
             .listening
             .as_ref()
-            .is_some_and(|l| l.id == a.transmission)
+            .is_some_and(|l| l.id >= a.transmission)
         {
             return;
         }

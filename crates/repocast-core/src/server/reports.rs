@@ -221,16 +221,16 @@ impl Server {
             // others); its new need is recorded, nothing else to do.
             return;
         }
-        // Optionally sized so this client is expected to finish in one
-        // round: its need over the share of packets it receives.
-        let loss = self.clients.get(&client).map_or(0.0, |c| c.loss()).min(0.9);
+        // Optionally sized so this client finishes in one round with high
+        // probability, given the share of packets it receives.
+        let loss = self.clients.get(&client).map_or(0.0, |c| c.loss());
         let aware = self.cfg.loss_aware_repairs;
         let wants: Vec<(u32, u32)> = nak
             .needs
             .iter()
             .map(|n| {
-                let want = if aware && n.count > 0 {
-                    ((n.count as f64 / (1.0 - loss)).ceil() as u32).saturating_add(1)
+                let want = if aware {
+                    crate::policy::retransmit::repair_size(n.count, loss)
                 } else {
                     n.count
                 };
