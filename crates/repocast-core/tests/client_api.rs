@@ -142,3 +142,123 @@ fn a_late_copy_of_an_older_announcement_does_not_end_the_current_transmission() 
     }
     assert!(done, "item 1 never completed");
 }
+
+/// One 5,000-packet item (5 blocks of 1,000) under `FEC(maxloss+0.02)` to
+/// one receiver that loses every tenth data packet; returns the server's
+/// counters, the announced lengths of the first transmission, and the
+/// receiver's first NAK of it.
+fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Option<NakSeen>) {
+    let cfg = ServerConfig {
+        scheme: "FEC(maxloss+0.02)+R(inf)".parse().expect("scheme"),
+        code: CodeKind::RaptorQ,
+        symbol_size: 64,
+        max_block_symbols: 1000,
+        packet_interval: Duration::from_millis(1),
+        nak_window: (Duration::from_millis(1), Duration::from_millis(2)),
+        payloads: false,
+        ..ServerConfig::default()
+    };
+    let info = ItemInfo {
+        name: "big".into(),
+        size: 5000 * 64,
+        hash: [0; 32],
+        block_hashes: vec![],
+    };
+    let mut s = Server::new(cfg, vec![info]).expect("server");
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        loss_reports,
+        ..ClientConfig::default()
+    });
+    let id = s.handle_connect(Instant::ZERO);
+    c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
+    let (mut lengths, mut nak, mut n) = (Vec::new(), None, 0u64);
+    let mut now = Instant::ZERO;
+    while !c.is_finished() && now < Instant::ZERO + Duration::from_secs(30) {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) => {
+                    if a.transmission == TransmissionId(1) && a.kind == AnnounceKind::First {
+                        lengths.push(a.total_packets);
+                    }
+                    c.handle_announce(now, &a);
+                }
+                Out::Data(d) => {
+                    n += 1;
+                    if n % 10 != 0 {
+                        c.handle_data(now, &d);
+                    }
+                }
+            }
+        }
+        if c.poll_timeout().is_some_and(|t| t <= now) {
+            c.handle_timeout(now);
+        }
+        // Look at what the client says before the server takes it.
+        let msgs: Vec<ClientMsg> = std::iter::from_fn(|| c.poll_transmit()).collect();
+        for m in msgs {
+            if let ClientMsg::Nak(k) = &m {
+                if k.transmission == TransmissionId(1) && nak.is_none() {
+                    nak = Some(NakSeen {
+                        expected: k.expected,
+                        blocks: k.needs.iter().filter(|b| b.count > 0).count(),
+                    });
+                }
+            }
+            s.handle_client_msg(now, id, m);
+        }
+        while c.poll_event().is_some() {}
+        now = now + Duration::from_millis(1);
+    }
+    assert!(c.is_finished(), "the item never completed");
+    let st = s.stats();
+    (
+        ServerStatsView {
+            grown: st.grown_packets,
+            repaired: st.repair_packets,
+        },
+        lengths,
+        nak,
+    )
+}
+
+struct ServerStatsView {
+    grown: u64,
+    repaired: u64,
+}
+
+struct NakSeen {
+    expected: u32,
+    blocks: usize,
+}
+
+#[test]
+fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
+    // Without reports: 2% redundancy everywhere, so at 10% loss every
+    // block ends short and the NAK names all five.
+    let (plain, lengths, nak) = first_send_with_loss(false);
+    assert_eq!(plain.grown, 0);
+    assert_eq!(lengths, vec![5100]);
+    let nak = nak.expect("a NAK after the first send");
+    assert_eq!(nak.blocks, 5);
+    // With them: after 1,024 packets the receiver reports about 10% loss;
+    // the blocks not yet sent grow to 12% redundancy and the server
+    // announces the new length (the receiver waits for it: its NAK comes
+    // after the whole, longer, transmission). Only the blocks already on
+    // air when the report came end short.
+    let (grown, lengths, nak) = first_send_with_loss(true);
+    assert!(grown.grown >= 3 * 90, "{}", grown.grown);
+    assert_eq!(lengths.len(), 2, "{lengths:?}");
+    assert_eq!(lengths[1] as u64, 5100 + grown.grown);
+    let nak = nak.expect("a NAK for the first blocks");
+    assert_eq!(nak.expected, lengths[1]);
+    assert!(nak.blocks <= 2, "{} blocks short", nak.blocks);
+    // So much less is left to repair after it (and to decode at once
+    // when the repair ends).
+    assert!(
+        grown.repaired * 2 < plain.repaired,
+        "{} vs {}",
+        grown.repaired,
+        plain.repaired
+    );
+}

@@ -155,10 +155,27 @@ fn forged_and_unknown_requests_are_refused_and_counted() {
     );
     s.handle_client_msg(Instant::ZERO, c, nak(999, 1, 1));
     s.handle_client_msg(Instant::ZERO, c, nak(0, 1, u32::MAX));
+    // Early loss reports: for an item it did not request, with more
+    // received than sent, with nothing sent, for a transmission not yet
+    // started.
+    let report = |t: u32, item: u32, received: u32, expected: u32| ClientMsg::LossReport {
+        transmission: TransmissionId(t),
+        item: ItemId(item),
+        received,
+        expected,
+    };
+    for m in [
+        report(1, 0, 5, 10),
+        report(1, 1, 11, 10),
+        report(1, 1, 0, 0),
+        report(999, 1, 5, 10),
+    ] {
+        s.handle_client_msg(Instant::ZERO, c, m);
+    }
     // A message from a connection the server never opened.
     s.handle_client_msg(Instant::ZERO, ClientId(77), ClientMsg::ListCatalogue);
-    assert_eq!(s.stats().bad_requests, 2 + 4 + 1);
-    assert_eq!(s.stats().naks, 0);
+    assert_eq!(s.stats().bad_requests, 2 + 4 + 4 + 1);
+    assert_eq!((s.stats().naks, s.stats().grown_packets), (0, 0));
 }
 
 #[test]

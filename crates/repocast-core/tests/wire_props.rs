@@ -147,6 +147,14 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 expected: e,
             }
         }),
+        (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(i, t, r, e)| {
+            ClientMsg::LossReport {
+                item: ItemId(i),
+                transmission: TransmissionId(t),
+                received: r,
+                expected: e,
+            }
+        }),
         (
             any::<u32>(),
             any::<u32>(),

@@ -299,6 +299,7 @@ pub async fn get(
         seed: opts.seed,
         payloads: true,
         name: "get".into(),
+        loss_reports: true,
         ..Default::default()
     });
     let mut loss = LossModel::new(opts.loss, opts.seed ^ 0x1055);
@@ -447,7 +448,16 @@ pub async fn get(
                 }
             }
         }
-        if client.is_finished() && client.poll_transmit().is_none() {
+        if client.is_finished() {
+            // The last events may have queued reports (the final item's
+            // done): send them before leaving. (Testing for them with
+            // `poll_transmit` would take one off the queue unsent, and the
+            // server would wait out its report timeout and send the item
+            // again.)
+            while let Some(m) = client.poll_transmit() {
+                tracing::trace!("to server: {m:?}");
+                send(&mut wr, &m).await?;
+            }
             break;
         }
         if last_heard.elapsed() > opts.idle_timeout {

@@ -99,6 +99,12 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "grown_packets_total",
+        "Data packets added to scheduled sends after early loss reports.",
+        t.grown_packets,
+    );
+    counter(
+        &mut o,
         "bad_requests_total",
         "Control messages refused.",
         t.bad_requests,

@@ -174,9 +174,10 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let interval = Duration::from_secs_f64(
         packet_bits(opts.symbol_size, opts.data_group.is_ipv6()) / opts.rate_bps as f64,
     );
-    // Tokio wakes about once a millisecond: let the bucket hold 2 ms of
-    // packets so the rate holds between wake-ups.
-    let burst = ((0.002 / interval.as_secs_f64()).ceil() as u32).max(16);
+    // Tokio wakes about once a millisecond, and a busy host can keep the
+    // sender off the CPU for several: let the bucket hold 10 ms of packets
+    // (between 16 and 256) so the long-run rate holds through such stalls.
+    let burst = ((0.010 / interval.as_secs_f64()).ceil() as u32).clamp(16, 256);
     let cfg = ServerConfig {
         session: SessionId(
             (opts.seed as u32) ^ std::process::id().rotate_left(16) ^ request_addr.port() as u32,

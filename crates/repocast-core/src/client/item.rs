@@ -34,6 +34,8 @@ pub struct Listening {
     pub last_heard: Instant,
     pub deadline: Instant,
     pub ended: bool,
+    /// Whether its early loss report has gone out.
+    pub reported: bool,
 }
 
 impl Listening {

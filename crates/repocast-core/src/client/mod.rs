@@ -44,6 +44,12 @@ pub struct ClientConfig {
     /// Extra wait past an announced transmission's expected end before the
     /// client treats it as over (its end announcement was lost).
     pub end_grace: Duration,
+    /// Send one early loss report per long transmission
+    /// ([`ClientMsg::LossReport`], after [`LOSS_REPORT_AFTER`] packets of
+    /// one at least [`LOSS_REPORT_MIN_TOTAL`] long), so a server sizing
+    /// redundancy by loss can grow the rest of it. Off by default: the
+    /// simulator's receivers report only at the end, as in the study.
+    pub loss_reports: bool,
 }
 
 impl Default for ClientConfig {
@@ -53,6 +59,7 @@ impl Default for ClientConfig {
             payloads: true,
             name: "client".into(),
             end_grace: Duration::from_millis(200),
+            loss_reports: false,
         }
     }
 }
@@ -132,6 +139,13 @@ pub struct Client {
 
 /// Most data packets held while waiting for manifests.
 pub const EARLY_PACKETS: usize = 4096;
+/// Packets of a transmission (sent since the first one heard) after which
+/// an early loss report goes out: enough to estimate a loss of a few
+/// percent to within one percentage point.
+pub const LOSS_REPORT_AFTER: u32 = 1024;
+/// Shortest transmission worth an early loss report (most of it must
+/// still be ahead when the report arrives).
+pub const LOSS_REPORT_MIN_TOTAL: u32 = 4 * LOSS_REPORT_AFTER;
 
 impl Client {
     /// A client that has not yet requested anything.
@@ -472,12 +486,20 @@ impl Client {
         let Some(it) = self.items.get_mut(&a.item) else {
             return;
         };
-        // Already on it, or on a newer one (a stale announcement).
-        if it
-            .listening
-            .as_ref()
-            .is_some_and(|l| l.id >= a.transmission)
-        {
+        // Already on it: a repeated announcement, which says how long the
+        // transmission now is (the server may grow one on early loss
+        // reports).
+        if let Some(l) = it.listening.as_mut().filter(|l| l.id == a.transmission) {
+            if a.total_packets > l.total && l.total > 0 {
+                let per = Duration::from_micros(a.duration_us) / a.total_packets.max(1);
+                l.deadline = l.deadline + per * (a.total_packets - l.total);
+                l.total = a.total_packets;
+                self.deadline.set(None);
+            }
+            return;
+        }
+        // On a newer one: a stale announcement.
+        if it.listening.as_ref().is_some_and(|l| l.id > a.transmission) {
             return;
         }
         // A newer transmission supersedes a NAK not yet sent.
@@ -495,6 +517,7 @@ impl Client {
             last_heard: now,
             deadline: now + Duration::from_micros(a.duration_us) + grace,
             ended: false,
+            reported: false,
         });
     }
 

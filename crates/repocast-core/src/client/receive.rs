@@ -1,7 +1,9 @@
 //! The client's data path: each data packet through its block decoder,
 //! ARM probes, verified blocks, and early data replayed after a manifest.
 use super::item::ItemPhase;
-use super::{Client, ClientEvent, ClientMsg, EARLY_PACKETS};
+use super::{
+    Client, ClientEvent, ClientMsg, EARLY_PACKETS, LOSS_REPORT_AFTER, LOSS_REPORT_MIN_TOTAL,
+};
 use crate::wire::{AnnounceKind, AnnounceRepr, DataRepr};
 use crate::{Instant, ItemId};
 use std::collections::VecDeque;
@@ -60,6 +62,7 @@ impl Client {
             return false;
         }
         let payloads = self.cfg.payloads;
+        let loss_reports = self.cfg.loss_reports;
         let pending_names = self.pending_names;
         let (waiting_manifest, it) = match self.items.get_mut(&p.item) {
             Some(it) => (it.phase == ItemPhase::Requested, Some(it)),
@@ -106,6 +109,18 @@ impl Client {
         l.last_heard = now;
         l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
         l.last_seq = l.last_seq.max(p.seq);
+        if loss_reports && !l.reported && l.total >= LOSS_REPORT_MIN_TOTAL {
+            let seen = (l.last_seq + 1).saturating_sub(l.first_seq.unwrap_or(0));
+            if seen >= LOSS_REPORT_AFTER {
+                l.reported = true;
+                self.outbox.push_back(ClientMsg::LossReport {
+                    transmission: l.id,
+                    item: p.item,
+                    received: l.received.min(seen),
+                    expected: seen,
+                });
+            }
+        }
         let b = p.block.0;
         if it.decoded.get(b as usize).is_none_or(|d| *d) {
             return false;

@@ -171,6 +171,8 @@ pub struct ServerStats {
     pub bad_requests: u64,
     /// Reports that never came (items rescheduled for silent receivers).
     pub report_timeouts: u64,
+    /// Data packets added to scheduled sends after early loss reports.
+    pub grown_packets: u64,
 }
 
 /// What the server knows about one client.

@@ -9,6 +9,7 @@
 //! from the driver's [`BlockSource`] only while a block is being sent.
 
 pub mod config;
+mod early;
 mod reports;
 pub mod transmission;
 
@@ -56,14 +57,19 @@ struct ClientState {
     /// Last known need per block, per item (from NAKs).
     needs: FastMap<ItemId, BTreeMap<u32, u32>>,
     complete: bool,
+    /// An early loss report on a transmission still on air (received,
+    /// expected so far), counted until that transmission's own report.
+    early: Option<(TransmissionId, u32, u32)>,
 }
 
 impl ClientState {
     fn loss(&self) -> f64 {
-        if self.expected == 0 {
+        let (r, e) = self.early.map_or((0, 0), |(_, r, e)| (r as u64, e as u64));
+        let (received, expected) = (self.received + r, self.expected + e);
+        if expected == 0 {
             0.0
         } else {
-            1.0 - (self.received.min(self.expected) as f64 / self.expected as f64)
+            1.0 - (received.min(expected) as f64 / expected as f64)
         }
     }
 }
@@ -502,8 +508,10 @@ impl Server {
             return;
         }
         let mut plan = Vec::with_capacity(blocks as usize);
+        let mut needs = Vec::with_capacity(blocks as usize);
         for b in 0..blocks {
             let need = self.block_need(item, b, &listeners);
+            needs.push(need);
             if need == 0 {
                 continue;
             }
@@ -524,7 +532,15 @@ impl Server {
         } else {
             AnnounceKind::First
         };
+        let growth = matches!(self.cfg.scheme.fec, FecPolicy::MaxLoss(_)) && !push;
         self.begin(now, item, kind, plan);
+        if let Some(t) = self.current.as_mut().filter(|t| growth && t.item == item) {
+            t.growth = Some(transmission::Growth {
+                listeners: listeners.len() as u32,
+                max_loss,
+                needs,
+            });
+        }
     }
 
     /// The most any of `listeners` still needs of block `b`: k for a

@@ -55,6 +55,12 @@ impl Server {
                 }
             }
             ClientMsg::Request { items } => self.on_request(now, client, items),
+            ClientMsg::LossReport {
+                transmission,
+                item,
+                received,
+                expected,
+            } => self.on_loss_report(client, transmission, item, received, expected),
             ClientMsg::Nak(nak) => self.on_nak(now, client, nak),
             ClientMsg::ItemDone {
                 item,
@@ -168,8 +174,12 @@ impl Server {
         self.maybe_complete(client);
     }
 
-    fn account(&mut self, client: ClientId, received: u32, expected: u32) {
+    fn account(&mut self, client: ClientId, t: TransmissionId, received: u32, expected: u32) {
         if let Some(c) = self.clients.get_mut(&client) {
+            // The transmission's own report replaces its early one.
+            if c.early.is_some_and(|(e, _, _)| e == t) {
+                c.early = None;
+            }
             c.received += received.min(expected) as u64;
             c.expected += expected as u64;
             let fill = 1.0 - c.loss();
@@ -207,7 +217,7 @@ impl Server {
         self.stats.naks += 1;
         self.naks_this_round += 1;
         self.awaiting.remove(&(client, item));
-        self.account(client, nak.received, nak.expected);
+        self.account(client, nak.transmission, nak.received, nak.expected);
         let in_flight = self.items[item.0 as usize].in_flight.contains(&client);
         if let Some(c) = self.clients.get_mut(&client) {
             c.naks += 1;
@@ -312,7 +322,7 @@ impl Server {
         &mut self,
         client: ClientId,
         item: ItemId,
-        _t: TransmissionId,
+        t: TransmissionId,
         received: u32,
         expected: u32,
     ) {
@@ -324,7 +334,7 @@ impl Server {
             self.stats.bad_requests += 1;
             return;
         }
-        self.account(client, received, expected);
+        self.account(client, t, received, expected);
         self.stats.items_done += 1;
         self.awaiting.remove(&(client, item));
         self.items[item.0 as usize].in_flight.remove(&client);

@@ -62,6 +62,20 @@ pub struct Transmission {
     encoder: Option<(u32, Box<dyn BlockEncoder>)>,
     /// Present for an ARM transmission (interleaved, open-ended).
     pub arm: Option<ArmTx>,
+    /// Present for a scheduled send sized by `FEC(maxloss+x)`: how, so
+    /// the blocks not yet sent can grow on an early loss report.
+    pub growth: Option<Growth>,
+}
+
+/// How a scheduled send under `FEC(maxloss+x)` was sized.
+#[derive(Debug, Clone)]
+pub struct Growth {
+    /// Receivers it was planned for (the policy's R).
+    pub listeners: u32,
+    /// The largest loss estimate the counts were computed with.
+    pub max_loss: f64,
+    /// Each block's need (symbols before redundancy), by block number.
+    pub needs: Vec<u32>,
 }
 
 /// State of an ARM transmission (SPEC 3.5): interleaved blocks, round r
@@ -170,6 +184,7 @@ impl Transmission {
             seq: 0,
             encoder: None,
             arm: None,
+            growth: None,
         }
     }
 
@@ -214,6 +229,48 @@ impl Transmission {
     }
 
     /// Whether every packet has been produced.
+    /// Segments not yet sent to the end (the one on air and those after
+    /// it): (index, block, ids planned).
+    pub fn unfinished_segments(&self) -> Vec<(usize, u32, u32)> {
+        if self.arm.is_some() {
+            return Vec::new();
+        }
+        (self.plan.iter().enumerate().skip(self.seg))
+            .map(|(i, s)| (i, s.block, s.esis.len()))
+            .collect()
+    }
+
+    /// Appends `extra` ids to segment `i` when they continue its range
+    /// (fresh ids allocated right after it); false (nothing changed)
+    /// otherwise.
+    pub fn extend_segment(&mut self, i: usize, extra: &Esis) -> bool {
+        let Some(seg) = self.plan.get_mut(i).filter(|_| i >= self.seg) else {
+            return false;
+        };
+        let (
+            Esis::Range {
+                start,
+                count,
+                space,
+            },
+            Esis::Range {
+                start: s2,
+                count: c2,
+                space: sp2,
+            },
+        ) = (&mut seg.esis, extra)
+        else {
+            return false;
+        };
+        let next = ((*start as u64 + *count as u64) % (*space).max(1) as u64) as u32;
+        if *space != *sp2 || next != *s2 {
+            return false;
+        }
+        *count += c2;
+        self.total += c2;
+        true
+    }
+
     pub fn finished(&self) -> bool {
         match &self.arm {
             Some(a) => self.seq >= a.maxseq.saturating_add(a.relax) || a.bases.is_empty(),

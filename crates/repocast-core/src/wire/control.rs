@@ -69,6 +69,17 @@ pub enum ClientMsg {
     },
     /// The client is leaving.
     Bye,
+    /// Early in a long transmission: what the client has heard of it so
+    /// far (packets received of those sent since its first), so the server
+    /// can size the rest of the transmission to the loss it sees. At most
+    /// one per transmission; the NAK or item-done report at the end still
+    /// carries the whole transmission's counts.
+    LossReport {
+        transmission: TransmissionId,
+        item: ItemId,
+        received: u32,
+        expected: u32,
+    },
 }
 
 /// Server to client.
@@ -149,6 +160,12 @@ impl ClientMsg {
                 hold_us: r.u32()?,
             },
             kind::BYE => ClientMsg::Bye,
+            kind::LOSS_REPORT => ClientMsg::LossReport {
+                transmission: TransmissionId(r.u32()?),
+                item: ItemId(r.u32()?),
+                received: r.u32()?,
+                expected: r.u32()?,
+            },
             k => return Err(WireError::UnknownKind(k)),
         };
         r.finish()?;
@@ -184,6 +201,18 @@ impl ClientMsg {
                 Writer::with_header(buf, kind::ITEM_DONE)
                     .u32(item.0)
                     .u32(transmission.0)
+                    .u32(*received)
+                    .u32(*expected);
+            }
+            ClientMsg::LossReport {
+                transmission,
+                item,
+                received,
+                expected,
+            } => {
+                Writer::with_header(buf, kind::LOSS_REPORT)
+                    .u32(transmission.0)
+                    .u32(item.0)
                     .u32(*received)
                     .u32(*expected);
             }

@@ -80,6 +80,8 @@ pub mod kind {
     pub const ARM_NAK: u8 = 21;
     /// The client is leaving.
     pub const BYE: u8 = 22;
+    /// Mid-transmission loss report.
+    pub const LOSS_REPORT: u8 = 23;
     /// Server messages on the request connection.
     pub const WELCOME: u8 = 32;
     /// Part of the catalogue.
