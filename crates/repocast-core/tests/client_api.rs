@@ -9,22 +9,21 @@ use repocast_core::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemS
 use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
-/// Item 0 of one packet, item 1 of 100 packets; 1 ms per packet; a short
-/// NAK window so a premature report would go out within a few ms.
-fn server() -> Server {
+/// Accounting-mode server with 64-byte symbols, 1 ms per packet and a
+/// short NAK window (a premature report would go out within a few ms),
+/// serving items of these sizes.
+fn server_of(scheme: &str, max_block: u32, sizes: &[u64]) -> Server {
     let cfg = ServerConfig {
-        scheme: "FEC(0)+R(inf)".parse().expect("scheme"),
+        scheme: scheme.parse().expect("scheme"),
         code: CodeKind::RaptorQ,
         symbol_size: 64,
-        max_block_symbols: 100,
+        max_block_symbols: max_block,
         packet_interval: Duration::from_millis(1),
         nak_window: (Duration::from_millis(1), Duration::from_millis(2)),
         payloads: false,
         ..ServerConfig::default()
     };
-    let items = [64u64, 6400]
-        .iter()
-        .enumerate()
+    let items = (sizes.iter().enumerate())
         .map(|(i, &size)| ItemInfo {
             name: format!("f{i}"),
             size,
@@ -33,6 +32,11 @@ fn server() -> Server {
         })
         .collect();
     Server::new(cfg, items).expect("server")
+}
+
+/// Item 0 of one packet, item 1 of 100 packets.
+fn server() -> Server {
+    server_of("FEC(0)+R(inf)", 100, &[64, 6400])
 }
 
 enum Out {
@@ -148,23 +152,7 @@ fn a_late_copy_of_an_older_announcement_does_not_end_the_current_transmission() 
 /// counters, the announced lengths of the first transmission, and the
 /// receiver's first NAK of it.
 fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Option<NakSeen>) {
-    let cfg = ServerConfig {
-        scheme: "FEC(maxloss+0.02)+R(inf)".parse().expect("scheme"),
-        code: CodeKind::RaptorQ,
-        symbol_size: 64,
-        max_block_symbols: 1000,
-        packet_interval: Duration::from_millis(1),
-        nak_window: (Duration::from_millis(1), Duration::from_millis(2)),
-        payloads: false,
-        ..ServerConfig::default()
-    };
-    let info = ItemInfo {
-        name: "big".into(),
-        size: 5000 * 64,
-        hash: [0; 32],
-        block_hashes: vec![],
-    };
-    let mut s = Server::new(cfg, vec![info]).expect("server");
+    let mut s = server_of("FEC(maxloss+0.02)+R(inf)", 1000, &[5000 * 64]);
     let mut c = Client::new(ClientConfig {
         payloads: false,
         loss_reports,

@@ -552,46 +552,29 @@ impl Harness {
         // a packet of a later transmission is how a client learns one has
         // ended.)
         let skip = self.announce_loss.is_none();
-        if !self.any_delay {
-            // A star (or a tree without delays): straight to the clients.
-            for &(i, done) in list.iter() {
-                let n = &mut nodes[i];
-                if !reaches(n, server_lost, link_lost) {
-                    continue;
-                }
-                let finished = skip && done;
-                receive(
-                    n,
-                    i,
-                    self.now,
-                    p,
-                    finished,
-                    &mut self.events,
-                    &mut self.touched,
-                );
-            }
-            return;
-        }
+        // A star (or a tree without delays) hands every packet straight to
+        // the clients; below delayed links it arrives later.
+        let any_delay = self.any_delay;
         let mut delayed = std::mem::take(&mut self.delayed);
         for &(i, done) in list.iter() {
             let n = &mut nodes[i];
             if !reaches(n, server_lost, link_lost) {
                 continue;
             }
-            if n.path_delay.is_zero() {
-                let finished = skip && done;
-                receive(
-                    n,
-                    i,
-                    self.now,
-                    p,
-                    finished,
-                    &mut self.events,
-                    &mut self.touched,
-                );
-            } else {
+            if any_delay && !n.path_delay.is_zero() {
                 delayed.push(i);
+                continue;
             }
+            let finished = skip && done;
+            receive(
+                n,
+                i,
+                self.now,
+                p,
+                finished,
+                &mut self.events,
+                &mut self.touched,
+            );
         }
         for &i in &delayed {
             let at = self.now + self.nodes[i].path_delay;
