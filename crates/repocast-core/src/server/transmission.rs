@@ -228,7 +228,6 @@ impl Transmission {
         self.plan.push(seg);
     }
 
-    /// Whether every packet has been produced.
     /// Segments not yet sent to the end (the one on air and those after
     /// it): (index, block, ids planned).
     pub fn unfinished_segments(&self) -> Vec<(usize, u32, u32)> {
@@ -271,6 +270,7 @@ impl Transmission {
         true
     }
 
+    /// Whether every packet has been produced.
     pub fn finished(&self) -> bool {
         match &self.arm {
             Some(a) => self.seq >= a.maxseq.saturating_add(a.relax) || a.bases.is_empty(),
