@@ -130,8 +130,9 @@ pub struct Client {
     push: bool,
     /// Items that may hold a timer (a transmission listened to, or a NAK
     /// due), ascending: every item that does is here, so timers and
-    /// announcements need not walk the whole request.
-    timed: Vec<ItemId>,
+    /// announcements need not walk the whole request. With each, its slot
+    /// in the item table (no search per visit).
+    timed: Vec<(ItemId, u32)>,
     /// Cached earliest deadline; `None` when it must be recomputed. Every
     /// change to a listening or report timer clears it.
     deadline: std::cell::Cell<Option<Option<Instant>>>,
@@ -246,7 +247,7 @@ impl Client {
             return d;
         }
         let d = (self.timed.iter())
-            .filter_map(|id| self.items.get(id))
+            .filter_map(|e| self.items.at(e.1))
             .flat_map(|i| {
                 let l = i
                     .listening
@@ -450,12 +451,13 @@ impl Client {
         // newer transmission says so: announcements travel on their own
         // socket, so a late copy of an older one (each is sent three times)
         // can be read after data of the next has arrived.
-        let ended: Vec<ItemId> = (self.timed.iter().copied())
-            .filter(|id| {
-                (self.items.get(id))
+        let ended: Vec<ItemId> = (self.timed.iter())
+            .filter(|e| {
+                (self.items.at(e.1))
                     .and_then(|i| i.listening.as_ref())
                     .is_some_and(|l| !l.ended && l.id < a.transmission)
             })
+            .map(|e| e.0)
             .collect();
         for id in ended {
             self.end_listening(now, id);
@@ -483,7 +485,10 @@ impl Client {
 
     fn listen(&mut self, now: Instant, a: &AnnounceRepr) {
         let grace = self.cfg.end_grace;
-        let Some(it) = self.items.get_mut(&a.item) else {
+        let Some(slot) = self.items.slot(&a.item) else {
+            return;
+        };
+        let Some(it) = self.items.at_mut(slot) else {
             return;
         };
         // Already on it: a repeated announcement, which says how long the
@@ -505,8 +510,8 @@ impl Client {
         // A newer transmission supersedes a NAK not yet sent.
         it.report_due = None;
         self.deadline.set(None);
-        if let Err(at) = self.timed.binary_search(&a.item) {
-            self.timed.insert(at, a.item);
+        if let Err(at) = self.timed.binary_search_by_key(&a.item, |e| e.0) {
+            self.timed.insert(at, (a.item, slot));
         }
         it.listening = Some(Listening {
             id: a.transmission,
@@ -551,9 +556,9 @@ impl Client {
         // Only items with a timer can have one due (in id order, as NAKs
         // go out in a fixed order).
         let timed = std::mem::take(&mut self.timed);
-        for &id in &timed {
+        for &(id, slot) in &timed {
             let grace = self.cfg.end_grace;
-            let Some(it) = self.items.get_mut(&id) else {
+            let Some(it) = self.items.at_mut(slot) else {
                 continue;
             };
             if let Some(l) = it
@@ -569,7 +574,7 @@ impl Client {
                     self.end_listening(now, id);
                 }
             }
-            let Some(it) = self.items.get_mut(&id) else {
+            let Some(it) = self.items.at_mut(slot) else {
                 continue;
             };
             if let Some((_, tid)) = it.report_due.filter(|r| r.0 <= now) {
@@ -594,14 +599,14 @@ impl Client {
         }
         // Keep the items that still hold a timer (and any added meanwhile).
         let added = std::mem::replace(&mut self.timed, timed);
-        for id in added {
-            if let Err(at) = self.timed.binary_search(&id) {
-                self.timed.insert(at, id);
+        for e in added {
+            if let Err(at) = self.timed.binary_search_by_key(&e.0, |x| x.0) {
+                self.timed.insert(at, e);
             }
         }
         let items = &self.items;
-        self.timed.retain(|id| {
-            items.get(id).is_some_and(|i| {
+        self.timed.retain(|e| {
+            items.at(e.1).is_some_and(|i| {
                 i.report_due.is_some() || i.listening.as_ref().is_some_and(|l| !l.ended)
             })
         });

@@ -57,6 +57,22 @@ impl ItemTable {
         &mut self.rx[i]
     }
 
+    /// Where item `id` sits: a handle that stays valid (items are never
+    /// removed), for lists that revisit an item often.
+    pub fn slot(&self, id: &ItemId) -> Option<u32> {
+        self.find(*id, false).map(|i| i as u32)
+    }
+
+    /// The item at `slot` (from [`ItemTable::slot`]).
+    pub fn at(&self, slot: u32) -> Option<&ItemRx> {
+        self.rx.get(slot as usize)
+    }
+
+    /// The item at `slot`, mutably.
+    pub fn at_mut(&mut self, slot: u32) -> Option<&mut ItemRx> {
+        self.rx.get_mut(slot as usize)
+    }
+
     /// Makes room for `n` more items.
     pub fn reserve(&mut self, n: usize) {
         self.index.reserve(n);
