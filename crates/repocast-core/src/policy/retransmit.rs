@@ -40,8 +40,9 @@ const REPAIR_Z: f64 = 3.0;
 /// RaptorQ's 0.5% chance of failing to decode with exactly K symbols. 0
 /// for 0.
 ///
-/// Sizing a repair only by the mean (count/(1-p), plus one) leaves each
-/// block short with probability 20-40%: with tens of blocks per item a
+/// Sizing a repair only by the mean (count/(1-p), plus one) leaves a block
+/// short one time in eleven (31 symbols at 5% loss) to nearly one in two
+/// (hundreds of symbols at 20-50% loss): with tens of blocks per item a
 /// second and third NAK round (each a NAK window plus a round trip) is
 /// then nearly certain, and costs more than the few extra symbols.
 pub fn repair_size(count: u32, loss: f64) -> u32 {
