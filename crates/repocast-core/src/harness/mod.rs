@@ -104,9 +104,8 @@ struct Node {
     /// is dropped (a simulated day has tens of thousands of clients).
     final_stats: Option<crate::client::ClientStats>,
     first_useful: Option<Instant>,
-    /// Items it has complete: their packets are dropped at its door and
-    /// counted as useless (the client would discard them unread).
-    complete: Vec<ItemId>,
+    /// Packets of items it has complete, dropped at its door (the client
+    /// would discard them unread): counted as useless.
     skipped_useless: u64,
 }
 
@@ -191,7 +190,7 @@ pub struct Harness {
     by_id: crate::hash::FastMap<ClientId, usize>,
     /// Joined, unfinished clients by the items they asked for: data and
     /// announcements of an item go to these only. With each, whether it has
-    /// the item complete (so the packet loop need not look it up).
+    /// the item complete (its packets then stop at its door).
     interest: crate::hash::FastMap<ItemId, Vec<(usize, bool)>>,
     /// Client deadlines (lazily invalidated against `Node::timer`).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
@@ -334,7 +333,6 @@ impl Harness {
             last_down: Instant::ZERO,
             final_stats: None,
             first_useful: None,
-            complete: Vec::new(),
             skipped_useless: 0,
         });
         i
@@ -597,7 +595,6 @@ impl Harness {
                 ..ClientConfig::default()
             });
             n.spec.items = Vec::new();
-            n.complete = Vec::new();
             n.timer = None;
             if let Some(id) = n.id {
                 self.server.handle_disconnect(self.now, id);
@@ -634,7 +631,6 @@ impl Harness {
             }
             ClientEvent::ItemComplete(item) => {
                 n.completed += 1;
-                n.complete.push(item);
                 if let Some(list) = self.interest.get_mut(&item) {
                     for e in list.iter_mut().filter(|e| e.0 == i) {
                         e.1 = true;
@@ -680,8 +676,10 @@ impl Harness {
                     self.touched.push(i);
                 }
                 Some(Pending::Data(i, d)) if self.nodes[i].done_at.is_none() => {
+                    let done = (self.interest.get(&d.item))
+                        .is_some_and(|l| l.iter().any(|&(j, done)| j == i && done));
+                    let finished = self.announce_loss.is_none() && done;
                     let n = &mut self.nodes[i];
-                    let finished = self.announce_loss.is_none() && n.complete.contains(&d.item);
                     receive(
                         n,
                         i,
