@@ -5,12 +5,12 @@
 //! delay and a summary; exits non-zero unless every file verified.
 
 use repocast_core::fec::CodeKind;
-use repocast_core::harness::{ClientSpec, Harness};
 use repocast_core::loss::LossSpec;
 use repocast_core::policy::Scheme;
 use repocast_core::rng::Rng;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, ItemId};
+use repocast_sim::engine::{ClientSpec, Harness};
 use std::process::ExitCode;
 use std::time::Duration;
 

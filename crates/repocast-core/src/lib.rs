@@ -10,19 +10,19 @@
 //! events come out of `poll_transmit`, `poll_timeout` and `poll_event`;
 //! randomness comes from a seeded [`rng::Rng`] in each config. The simulator
 //! (`repocast-sim`) and the network layer (`repocast-net`) are two pumps around
-//! these same values, and [`harness`] is a third, in-process one for tests.
+//! these same values; the core holds no simulator.
 
 pub mod client;
+pub mod endpoint;
 pub mod fec;
-pub mod harness;
 pub mod hash;
 pub mod ids;
 pub mod loss;
 pub mod policy;
+pub mod profile;
 pub mod rng;
 pub mod sched;
 pub mod server;
-pub mod srm;
 pub mod time;
 pub mod wire;
 

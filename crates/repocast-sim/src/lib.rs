@@ -1,14 +1,17 @@
 //! # repocast-sim: the simulator
 //!
 //! Runs the core's own server and client state machines, without payload
-//! bytes, over a simulated star network on a virtual clock (the core's
-//! [`repocast_core::harness`] is the event engine: per-link seeded loss, NAK
-//! travel time with a minimum and an exponential tail, clients joining at
-//! their arrival times). No scheduling, FEC or retransmission logic lives
+//! bytes, over a simulated star or tree network on a virtual clock ([`engine`] is
+//! the event engine: per-link seeded loss, NAK travel time with a minimum
+//! and an exponential tail, clients joining at their arrival times;
+//! [`baseline`] holds SRM). No scheduling, FEC or retransmission logic lives
 //! here: this crate turns a [`scenario::Scenario`] into workloads
 //! ([`workload`]), runs them ([`run`]), sweeps a variable across series and
 //! seeds on all cores ([`sweep`]) and writes the results ([`output`]).
 
+pub mod baseline;
+pub mod engine;
+pub mod lan;
 pub mod output;
 pub mod plot;
 mod raster;

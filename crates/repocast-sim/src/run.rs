@@ -1,10 +1,10 @@
 //! One simulated run: a scenario point, one series, one seed, through the
 //! core's state machines in accounting mode.
 
+use crate::engine::Harness;
 use crate::scenario::{Scenario, Series};
 use crate::workload;
 use repocast_core::fec::CodeKind;
-use repocast_core::harness::Harness;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, SessionId};
@@ -54,7 +54,7 @@ fn path_of(s: &Scenario, client: usize) -> (Vec<usize>, Duration) {
 /// The SRM baseline: one file of `item_packets` to every client, all from
 /// time 0, on the core's SRM driver.
 fn run_srm(s: &Scenario, seed: u64) -> RunMetrics {
-    use repocast_core::harness::srm::{SrmNet, SrmReceiver, run_srm};
+    use crate::baseline::srm_net::{SrmNet, SrmReceiver, run_srm};
     let n = &s.network;
     let specs = workload::clients(s, seed);
     let net = SrmNet {

@@ -10,8 +10,8 @@
 //! each object is a client arriving at its time; only the loss class is
 //! drawn.
 
+use crate::engine::ClientSpec;
 use crate::scenario::Scenario;
-use repocast_core::harness::ClientSpec;
 use repocast_core::loss::LossSpec;
 use repocast_core::rng::Rng;
 use repocast_core::{Instant, ItemId};

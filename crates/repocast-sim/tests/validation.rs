@@ -6,11 +6,11 @@
 //! push-mode flat carousel, Reed-Solomon blocks) with 400 receivers.
 
 use repocast_core::fec::CodeKind;
-use repocast_core::harness::{ClientSpec, Harness};
 use repocast_core::loss::LossSpec;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, ItemId};
+use repocast_sim::engine::{ClientSpec, Harness};
 use std::time::Duration;
 
 fn binom(n: u64, j: u64) -> f64 {

@@ -194,6 +194,11 @@ impl Client {
         self.stats
     }
 
+    /// The server's session, once welcomed.
+    pub fn session(&self) -> Option<SessionId> {
+        self.session
+    }
+
     /// Whether the server confirmed the whole request.
     pub fn is_done(&self) -> bool {
         self.done

@@ -29,12 +29,39 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
 use transmission::{Esis, Segment, Transmission};
 
-/// Errors building a server.
+/// Errors building a server: each names the setting or item at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ServerError {
-    /// The configuration is inconsistent.
-    #[error("invalid server configuration: {0}")]
-    Config(String),
+    /// The symbol size is odd or out of range.
+    #[error("symbol size {0} must be even, 16..=9000")]
+    SymbolSize(u16),
+    /// The largest block is zero or beyond what the code can encode.
+    #[error("block size {got} out of 1..={max} for {code}")]
+    BlockSize {
+        /// Asked for.
+        got: u32,
+        /// The code's limit.
+        max: u32,
+        /// The code.
+        code: &'static str,
+    },
+    /// The NAK window's lower bound is above its upper bound.
+    #[error("NAK window lower bound above upper")]
+    NakWindow,
+    /// The data rate is zero, or too small or large to pace packets by.
+    #[error("rate {0} bit/s cannot pace packets (need 8 kbit/s to 1 Tbit/s)")]
+    Rate(u64),
+    /// An item's size cannot be laid out in blocks.
+    #[error("{name}: {source}")]
+    Layout {
+        /// The item.
+        name: String,
+        /// Why.
+        source: crate::fec::layout::LayoutError,
+    },
+    /// An item's block hashes do not match its layout.
+    #[error("{0}: needs one hash per block")]
+    BlockHashes(String),
 }
 
 struct ItemState {
@@ -114,23 +141,20 @@ impl Server {
             || cfg.symbol_size % 2 != 0
             || cfg.symbol_size as usize > crate::wire::data::MAX_SYMBOL_SIZE
         {
-            return Err(ServerError::Config(format!(
-                "symbol size {} must be even, 16..9000",
-                cfg.symbol_size
-            )));
+            return Err(ServerError::SymbolSize(cfg.symbol_size));
         }
         if cfg.max_block_symbols == 0 || cfg.max_block_symbols > cfg.code.max_block_symbols() {
-            return Err(ServerError::Config(format!(
-                "block size {} out of 1..={} for {}",
-                cfg.max_block_symbols,
-                cfg.code.max_block_symbols(),
-                cfg.code.name()
-            )));
+            return Err(ServerError::BlockSize {
+                got: cfg.max_block_symbols,
+                max: cfg.code.max_block_symbols(),
+                code: cfg.code.name(),
+            });
         }
         if cfg.nak_window.0 > cfg.nak_window.1 {
-            return Err(ServerError::Config(
-                "NAK window lower bound above upper".into(),
-            ));
+            return Err(ServerError::NakWindow);
+        }
+        if cfg.packet_interval.is_zero() {
+            return Err(ServerError::Rate(0));
         }
         let fec = FecParams {
             code: cfg.code,
@@ -140,13 +164,12 @@ impl Server {
         let mut states = Vec::with_capacity(items.len());
         let mut names = HashMap::new();
         for (i, info) in items.into_iter().enumerate() {
-            let layout = Layout::new(info.size, &fec)
-                .map_err(|e| ServerError::Config(format!("{}: {e}", info.name)))?;
+            let layout = Layout::new(info.size, &fec).map_err(|source| ServerError::Layout {
+                name: info.name.clone(),
+                source,
+            })?;
             if cfg.payloads && info.block_hashes.len() != layout.blocks() as usize {
-                return Err(ServerError::Config(format!(
-                    "{}: needs one hash per block",
-                    info.name
-                )));
+                return Err(ServerError::BlockHashes(info.name.clone()));
             }
             names.insert(info.name.clone(), ItemId(i as u32));
             states.push(ItemState {

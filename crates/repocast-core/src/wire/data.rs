@@ -13,6 +13,9 @@ use crate::{BlockId, ItemId, SessionId, TransmissionId};
 pub const MAX_SYMBOL_SIZE: usize = 9000;
 /// Largest authentication tag accepted, in bytes.
 pub const MAX_TAG_LEN: usize = 64;
+/// Bytes a data packet adds to its symbol when it carries no probe and no
+/// tag: the common header, six u32 fields, flags and the payload length.
+pub const DATA_OVERHEAD: usize = super::HEADER_LEN + 6 * 4 + 1 + 2;
 /// Largest encoding symbol id accepted (RaptorQ's ESI is 24 bits).
 pub const MAX_SYMBOL_ID: u32 = (1 << 24) - 1;
 

@@ -19,32 +19,50 @@ pub fn encode_frame(msg: &[u8], out: &mut Vec<u8>) {
 #[derive(Debug, Default)]
 pub struct FrameDecoder {
     buf: Vec<u8>,
+    /// Where the next frame starts in `buf` (bytes before it are consumed;
+    /// they are dropped in one move when more arrive, so many small frames
+    /// in one read cost linear time, not quadratic).
+    start: usize,
 }
 
 impl FrameDecoder {
     /// Adds bytes read from the stream.
     pub fn extend(&mut self, bytes: &[u8]) {
+        if self.start > 0 {
+            self.buf.drain(..self.start);
+            self.start = 0;
+        }
         self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes held: read from the stream and not yet returned as frames.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() - self.start
     }
 
     /// The next whole frame, `Ok(None)` if more bytes are needed, or an error
     /// (the connection should then be closed) if the length is over the limit.
     pub fn next_frame(&mut self) -> Result<Option<Vec<u8>>, WireError> {
-        if self.buf.len() < 4 {
+        let b = &self.buf[self.start..];
+        if b.len() < 4 {
             return Ok(None);
         }
-        let len = u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize;
+        let len = u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize;
         if len > MAX_FRAME_LEN {
             return Err(WireError::OutOfRange {
                 field: "frame length",
                 value: len as u64,
             });
         }
-        if self.buf.len() < 4 + len {
+        if b.len() < 4 + len {
             return Ok(None);
         }
-        let frame = self.buf[4..4 + len].to_vec();
-        self.buf.drain(..4 + len);
+        let frame = b[4..4 + len].to_vec();
+        self.start += 4 + len;
+        if self.start == self.buf.len() {
+            self.buf.clear();
+            self.start = 0;
+        }
         Ok(Some(frame))
     }
 }

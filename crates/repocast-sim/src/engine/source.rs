@@ -1,9 +1,9 @@
 //! An in-memory [`BlockSource`] for the harness and tests.
 
-use crate::ItemId;
-use crate::fec::layout::Layout;
-use crate::server::{BlockSource, ItemInfo, ServerError};
-use crate::wire::FecParams;
+use repocast_core::ItemId;
+use repocast_core::fec::layout::Layout;
+use repocast_core::server::{BlockSource, ItemInfo, ServerError};
+use repocast_core::wire::FecParams;
 
 /// Items held in memory, by item id.
 pub struct MemorySource {
@@ -19,7 +19,10 @@ impl MemorySource {
     /// The [`ItemInfo`] of `bytes`: size, whole hash and block hashes.
     pub fn item_info(name: &str, bytes: &[u8], fec: &FecParams) -> Result<ItemInfo, ServerError> {
         let layout =
-            Layout::new(bytes.len() as u64, fec).map_err(|e| ServerError::Config(e.to_string()))?;
+            Layout::new(bytes.len() as u64, fec).map_err(|source| ServerError::Layout {
+                name: name.to_string(),
+                source,
+            })?;
         let block_hashes = (0..layout.blocks())
             .map(|b| {
                 let off = layout.block_offset(b) as usize;

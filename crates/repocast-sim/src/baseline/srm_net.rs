@@ -1,4 +1,4 @@
-//! The driver for the SRM baseline ([`crate::srm`]): one source sending a
+//! The driver for the SRM baseline ([`super::srm`]): one source sending a
 //! file of `k` packets once at the channel rate, receivers on the same star
 //! or tree network as the main harness (server link, shared links, each
 //! receiver's own link, all seeded), requests and repairs multicast to every
@@ -12,9 +12,9 @@
 //! them), drawn per delivery. Repairs are not paced: members send them on
 //! their own links, beside the source's channel.
 
-use crate::Instant;
-use crate::loss::{LossModel, LossSpec};
-use crate::srm::{SrmMember, SrmMsg, SrmParams};
+use super::srm::{SrmMember, SrmMsg, SrmParams};
+use repocast_core::Instant;
+use repocast_core::loss::{LossModel, LossSpec};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::Duration;

@@ -5,12 +5,12 @@
 //! Replay a failing seed with `REPOCAST_SEED=<n>`.
 
 use repocast_core::fec::CodeKind;
-use repocast_core::harness::{ClientSpec, Harness};
 use repocast_core::loss::LossSpec;
 use repocast_core::policy::Scheme;
 use repocast_core::rng::Rng;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, ItemId};
+use repocast_sim::engine::{ClientSpec, Harness};
 use std::time::Duration;
 
 const T: u16 = 64;

@@ -11,11 +11,11 @@
 #![allow(clippy::disallowed_methods)] // wall-clock timing of the run itself
 
 use repocast_core::fec::CodeKind;
-use repocast_core::harness::{ClientSpec, Harness};
 use repocast_core::loss::LossSpec;
 use repocast_core::rng::Rng;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, ItemId};
+use repocast_sim::engine::{ClientSpec, Harness};
 use std::time::Duration;
 
 fn main() {

@@ -17,17 +17,16 @@
 //! messages take that much longer each way.
 
 mod source;
-pub mod srm;
 
 pub use source::MemorySource;
 
-use crate::client::{Client, ClientConfig, ClientEvent};
-use crate::loss::{LossModel, LossSpec};
-use crate::server::{
+use repocast_core::client::{Client, ClientConfig, ClientEvent};
+use repocast_core::loss::{LossModel, LossSpec};
+use repocast_core::server::{
     BlockSource, ItemInfo, NoPayload, Server, ServerConfig, ServerError, Transmit,
 };
-use crate::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
-use crate::{ClientId, Instant, ItemId};
+use repocast_core::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
+use repocast_core::{ClientId, Instant, ItemId};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::time::Duration;
@@ -72,7 +71,7 @@ pub struct ClientReport {
     /// Fraction of data packets this client's link lost.
     pub measured_loss: f64,
     /// The client's counters.
-    pub stats: crate::client::ClientStats,
+    pub stats: repocast_core::client::ClientStats,
     /// From its request to the first packet it could use (push mode's
     /// seek time ends with that packet).
     pub first_useful: Option<Duration>,
@@ -102,7 +101,7 @@ struct Node {
     last_down: Instant,
     /// The client's counters, kept when it finishes and its state machine
     /// is dropped (a simulated day has tens of thousands of clients).
-    final_stats: Option<crate::client::ClientStats>,
+    final_stats: Option<repocast_core::client::ClientStats>,
     first_useful: Option<Instant>,
     /// Packets of items it has complete, dropped at its door (the client
     /// would discard them unread): counted as useless.
@@ -178,7 +177,7 @@ pub struct Harness {
     /// fixed delay). The SPEC's base case is 80 ms plus a 20 ms mean tail.
     /// Messages on one connection still arrive in order, as on TCP.
     pub control_tail: Duration,
-    delay_rng: crate::rng::Rng,
+    delay_rng: repocast_core::rng::Rng,
     /// Loss of announcements, drawn per client (the real announcement
     /// channel is multicast too); none unless set.
     pub announce_loss: Option<LossModel>,
@@ -187,11 +186,11 @@ pub struct Harness {
     joins: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Joined clients that have not yet heard Done.
     unfinished: usize,
-    by_id: crate::hash::FastMap<ClientId, usize>,
+    by_id: repocast_core::hash::FastMap<ClientId, usize>,
     /// Joined, unfinished clients by the items they asked for: data and
     /// announcements of an item go to these only. With each, whether it has
     /// the item complete (its packets then stop at its door).
-    interest: crate::hash::FastMap<ItemId, Vec<(usize, bool)>>,
+    interest: repocast_core::hash::FastMap<ItemId, Vec<(usize, bool)>>,
     /// Client deadlines (lazily invalidated against `Node::timer`).
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     /// Clients that received something this step, to drain and re-time.
@@ -224,7 +223,7 @@ impl Harness {
         server_loss: LossSpec,
     ) -> Result<Harness, ServerError> {
         let payloads = cfg.payloads;
-        let fec = crate::wire::FecParams {
+        let fec = repocast_core::wire::FecParams {
             code: cfg.code,
             symbol_size: cfg.symbol_size,
             max_block_symbols: cfg.max_block_symbols,
@@ -281,7 +280,7 @@ impl Harness {
             link_lost: Vec::new(),
             control_delay: Duration::from_millis(5),
             control_tail: Duration::ZERO,
-            delay_rng: crate::rng::Rng::new(seed ^ 0xde1a),
+            delay_rng: repocast_core::rng::Rng::new(seed ^ 0xde1a),
             announce_loss: None,
             queue: BinaryHeap::new(),
             joins: BinaryHeap::new(),

@@ -14,11 +14,11 @@
 //! Sans-IO like the rest of the core: inputs carry `now`; requests and
 //! repairs come out of [`SrmMember::poll_transmit`], the next deadline out
 //! of [`SrmMember::poll_timeout`]. The driver (the simulator's
-//! [`crate::harness::srm`]) multicasts them with delay and loss.
+//! [`crate::baseline::srm_net`]) multicasts them with delay and loss.
 
-use crate::Instant;
-use crate::fec::IdSet;
-use crate::rng::Rng;
+use repocast_core::Instant;
+use repocast_core::fec::IdSet;
+use repocast_core::rng::Rng;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -1,0 +1,544 @@
+//! The client endpoint: the [`Client`] state machine behind a byte
+//! interface, with its storage, memory bound and outcomes.
+//!
+//! A driver (`repocast get`, the simulator's payload runs, the fuzz target)
+//! reports bytes read from the request connection
+//! ([`ClientEndpoint::handle_stream`]), datagrams from the groups
+//! ([`ClientEndpoint::handle_datagram`]) and the connection's close, wakes
+//! the endpoint at [`ClientEndpoint::poll_timeout`], and after every call
+//! writes the frames of [`ClientEndpoint::poll_transmit`] and acts on
+//! [`ClientEndpoint::poll_event`] (join the groups a welcome names; show
+//! progress). It stops once [`ClientEndpoint::is_finished`] and the
+//! transmit queue is empty. Every requested item ends verified or failed
+//! with a reason: a server that breaks the protocol, closes, or goes silent
+//! for the idle timeout fails what is left.
+
+use super::Channel;
+use super::store::{BlockStore, Resume};
+use crate::client::{Client, ClientConfig, ClientEvent, ClientStats};
+use crate::fec::layout::Layout;
+use crate::hash::FastMap;
+use crate::wire::control::{CatalogueEntry, Channels};
+use crate::wire::frame::{FrameDecoder, encode_frame};
+use crate::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
+use crate::{Instant, ItemId};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Most catalogue entries a client accepts in all (a server cannot grow
+/// `repocast ls` without bound).
+pub const MAX_CATALOGUE_TOTAL: usize = 1 << 20;
+/// Data packets between checks of the memory budget.
+const EVICT_EVERY: u64 = 256;
+
+/// What the client wants.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// These items, by name.
+    Items(Vec<String>),
+    /// Every item in the catalogue.
+    All,
+    /// Only the catalogue (`repocast ls`).
+    Catalogue,
+}
+
+/// Client endpoint settings.
+#[derive(Debug, Clone)]
+pub struct ClientEndpointConfig {
+    /// The state machine's settings (from a [`crate::profile::Profile`]).
+    pub client: ClientConfig,
+    /// What to fetch.
+    pub want: Want,
+    /// Give up on what is left when nothing useful (a control frame, a
+    /// valid announcement of our session, a useful data packet) has
+    /// arrived for this long.
+    pub idle_timeout: Duration,
+    /// Bytes of partly received blocks kept in memory; beyond it the least
+    /// recently fed blocks go to the store's spill.
+    pub memory_budget: u64,
+}
+
+impl ClientEndpointConfig {
+    /// Defaults for `want` with `client` settings.
+    pub fn new(client: ClientConfig, want: Want) -> Self {
+        ClientEndpointConfig {
+            client,
+            want,
+            idle_timeout: Duration::from_secs(60),
+            memory_budget: 64 << 20,
+        }
+    }
+}
+
+/// Progress and requests for the driver.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// The server's welcome: join these groups (once per endpoint).
+    Join(Channels),
+    /// An item's manifest: its name and size, and bytes already held.
+    Item {
+        /// The item.
+        item: ItemId,
+        /// Its name.
+        name: String,
+        /// Its size.
+        size: u64,
+        /// Bytes already verified (resumed).
+        resumed: u64,
+    },
+    /// Bytes verified and stored for an item.
+    Bytes {
+        /// The item.
+        item: ItemId,
+        /// How many.
+        bytes: u64,
+    },
+    /// An item is verified and in place.
+    Complete(ItemId),
+    /// An item failed.
+    Failed {
+        /// Its name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One item's outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Its name.
+    pub name: String,
+    /// Its size (0 if its manifest never came).
+    pub size: u64,
+    /// Verified and in place; otherwise why not.
+    pub result: Result<(), String>,
+}
+
+/// Counters of the endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClientEndpointStats {
+    /// Datagrams handed in.
+    pub datagrams: u64,
+    /// Datagrams that did not parse (dropped).
+    pub malformed: u64,
+    /// Blocks found verified in the store (resumed).
+    pub resumed_blocks: u64,
+    /// Partly received blocks moved to the spill.
+    pub spilled_blocks: u64,
+}
+
+/// The client side of repocast as bytes in, bytes out.
+pub struct ClientEndpoint<S: BlockStore> {
+    client: Client,
+    store: S,
+    cfg: ClientEndpointConfig,
+    frames: FrameDecoder,
+    out: VecDeque<ClientMsg>,
+    events: VecDeque<Event>,
+    joined: bool,
+    /// Names requested (None until the catalogue is in, with `All`).
+    names: Option<Vec<String>>,
+    catalogue: Vec<CatalogueEntry>,
+    outcomes: BTreeMap<String, Outcome>,
+    sizes: FastMap<ItemId, (String, u64)>,
+    /// Bytes per symbol of each item with a manifest.
+    symbol_sizes: FastMap<ItemId, u64>,
+    /// Partial blocks in memory, by when they last gained a symbol.
+    lru: FastMap<(ItemId, u32), u64>,
+    tick: u64,
+    last_heard: Instant,
+    /// The run ended early (protocol error, close, idle): why.
+    ended: Option<String>,
+    bye_sent: bool,
+    stats: ClientEndpointStats,
+}
+
+impl<S: BlockStore> ClientEndpoint<S> {
+    /// An endpoint that starts its request at `now`, storing into `store`.
+    pub fn new(now: Instant, cfg: ClientEndpointConfig, store: S) -> Self {
+        let mut e = ClientEndpoint {
+            client: Client::new(cfg.client.clone()),
+            store,
+            frames: FrameDecoder::default(),
+            out: VecDeque::new(),
+            events: VecDeque::new(),
+            joined: false,
+            names: None,
+            catalogue: Vec::new(),
+            outcomes: BTreeMap::new(),
+            sizes: FastMap::default(),
+            symbol_sizes: FastMap::default(),
+            lru: FastMap::default(),
+            tick: 0,
+            last_heard: now,
+            ended: None,
+            bye_sent: false,
+            stats: ClientEndpointStats::default(),
+            cfg,
+        };
+        match &e.cfg.want {
+            Want::Items(names) => {
+                let names = names.clone();
+                e.request(now, names);
+            }
+            Want::All | Want::Catalogue => {
+                e.out.push_back(ClientMsg::Hello {
+                    name: e.cfg.client.name.clone(),
+                });
+                e.out.push_back(ClientMsg::ListCatalogue);
+            }
+        }
+        e
+    }
+
+    fn request(&mut self, now: Instant, names: Vec<String>) {
+        if !names.is_empty() {
+            let sels = names.iter().cloned().map(ItemSel::Name).collect();
+            self.client.request(now, sels);
+        }
+        self.names = Some(names);
+    }
+
+    /// The store (to read what was received, or to hand it on).
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Takes the store out (a test's crash and restart).
+    pub fn into_store(self) -> S {
+        self.store
+    }
+
+    /// The catalogue received (with `All` or `Catalogue`).
+    pub fn catalogue(&self) -> &[CatalogueEntry] {
+        &self.catalogue
+    }
+
+    /// Counters of the state machine.
+    pub fn client_stats(&self) -> ClientStats {
+        self.client.stats()
+    }
+
+    /// Counters of the endpoint.
+    pub fn stats(&self) -> ClientEndpointStats {
+        self.stats
+    }
+
+    /// Bytes read from the request connection.
+    pub fn handle_stream(&mut self, now: Instant, bytes: &[u8]) {
+        if self.ended.is_some() {
+            return;
+        }
+        self.frames.extend(bytes);
+        loop {
+            let msg = match self.frames.next_frame() {
+                Ok(Some(f)) => ServerMsg::parse(&f),
+                Ok(None) => break,
+                Err(e) => Err(e),
+            };
+            match msg {
+                Ok(m) => {
+                    self.last_heard = now;
+                    self.on_server_msg(now, m);
+                }
+                Err(e) => {
+                    self.end(format!("the server sent a bad message: {e}"));
+                    return;
+                }
+            }
+        }
+        self.process(now);
+    }
+
+    fn on_server_msg(&mut self, now: Instant, m: ServerMsg) {
+        match m {
+            ServerMsg::Catalogue { entries, more } if self.names.is_none() => {
+                if self.catalogue.len() + entries.len() > MAX_CATALOGUE_TOTAL {
+                    self.end(format!(
+                        "the server's catalogue is over {MAX_CATALOGUE_TOTAL} entries"
+                    ));
+                    return;
+                }
+                self.catalogue.extend(entries);
+                if !more {
+                    let names = match self.cfg.want {
+                        Want::All => self.catalogue.iter().map(|e| e.name.clone()).collect(),
+                        _ => Vec::new(),
+                    };
+                    self.request(now, names);
+                }
+            }
+            m => self.client.handle_server_msg(now, m),
+        }
+    }
+
+    /// A datagram from one of the groups.
+    pub fn handle_datagram(&mut self, now: Instant, from: Channel, bytes: &[u8]) {
+        self.stats.datagrams += 1;
+        if self.ended.is_some() {
+            return;
+        }
+        match from {
+            Channel::Data => match DataRepr::parse(bytes) {
+                Ok(p) => self.on_data(now, &p),
+                Err(_) => self.stats.malformed += 1,
+            },
+            Channel::Announce => match AnnounceRepr::parse(bytes) {
+                Ok(a) => {
+                    if self.client.session() == Some(a.session) {
+                        self.last_heard = now;
+                    }
+                    self.client.handle_announce(now, &a);
+                }
+                Err(_) => self.stats.malformed += 1,
+            },
+        }
+        self.process(now);
+    }
+
+    fn on_data(&mut self, now: Instant, p: &DataRepr) {
+        let key = (p.item, p.block.0);
+        if self.store.is_spilled(key.0, key.1) {
+            match self.store.unspill(key.0, key.1) {
+                Ok(syms) => self.client.restore(key.0, key.1, syms),
+                Err(e) => return self.client.abandon(key.0, e.to_string()),
+            }
+        }
+        if self.client.handle_data(now, p) {
+            self.last_heard = now;
+            self.tick += 1;
+            self.lru.insert(key, self.tick);
+            if self.tick % EVICT_EVERY == 0 {
+                self.evict();
+            }
+        }
+    }
+
+    /// Keeps partly received blocks within the memory budget: when over,
+    /// moves the least recently fed to the store's spill until half the
+    /// budget is in use.
+    fn evict(&mut self) {
+        let held = |c: &Client, sizes: &FastMap<ItemId, u64>, (i, b): (ItemId, u32)| {
+            c.held_symbols(i, b) as u64 * sizes.get(&i).copied().unwrap_or(0)
+        };
+        let budget = self.cfg.memory_budget;
+        let mut total: u64 = (self.lru.keys())
+            .map(|k| held(&self.client, &self.symbol_sizes, *k))
+            .sum();
+        if total <= budget {
+            return;
+        }
+        let mut order: Vec<((ItemId, u32), u64)> = self.lru.iter().map(|(k, v)| (*k, *v)).collect();
+        order.sort_by_key(|(_, t)| *t);
+        for (key, _) in order {
+            if total <= budget / 2 {
+                break;
+            }
+            let bytes = held(&self.client, &self.symbol_sizes, key);
+            self.lru.remove(&key);
+            if let Some(syms) = self.client.evict(key.0, key.1) {
+                if let Err(e) = self.store.spill(key.0, key.1, &syms) {
+                    self.client.abandon(key.0, e.to_string());
+                    continue;
+                }
+                total = total.saturating_sub(bytes);
+                self.stats.spilled_blocks += 1;
+            }
+        }
+    }
+
+    /// Timers: NAKs due, transmissions whose end never came, the idle
+    /// timeout. An early call is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ended.is_some() {
+            return;
+        }
+        if now >= self.last_heard + self.cfg.idle_timeout && !self.is_finished() {
+            self.end(format!(
+                "nothing heard from the server for {} s",
+                self.cfg.idle_timeout.as_secs_f64()
+            ));
+            return;
+        }
+        self.client.handle_timeout(now);
+        self.process(now);
+    }
+
+    /// The request connection closed.
+    pub fn handle_close(&mut self, _now: Instant) {
+        if !self.is_finished() {
+            self.end("the server closed the connection".into());
+        }
+    }
+
+    /// When to call [`ClientEndpoint::handle_timeout`], if nothing else
+    /// happens first.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            return None;
+        }
+        let idle = self.last_heard + self.cfg.idle_timeout;
+        Some(self.client.poll_timeout().map_or(idle, |t| t.min(idle)))
+    }
+
+    /// The next frame for the request connection, into `buf` (replacing
+    /// its bytes); `false` when there is none. Once finished, the last is
+    /// a goodbye.
+    pub fn poll_transmit(&mut self, buf: &mut Vec<u8>) -> bool {
+        buf.clear();
+        let m = match self.out.pop_front().or_else(|| self.client.poll_transmit()) {
+            Some(m) => m,
+            None if self.is_finished() && !self.bye_sent && self.ended.is_none() => {
+                self.bye_sent = true;
+                ClientMsg::Bye
+            }
+            None => return false,
+        };
+        let mut body = Vec::new();
+        m.emit(&mut body);
+        encode_frame(&body, buf);
+        true
+    }
+
+    /// The next event for the driver.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// Whether every requested item is verified or failed.
+    pub fn is_finished(&self) -> bool {
+        self.ended.is_some()
+            || self.names.as_ref().is_some_and(|n| {
+                n.iter().all(|name| self.outcomes.contains_key(name)) || self.client.is_finished()
+            })
+    }
+
+    /// Every requested item's outcome, in request order (those not yet
+    /// ended say so).
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        let pending = self.ended.clone().unwrap_or_else(|| "not received".into());
+        (self.names.iter().flatten())
+            .map(|n| {
+                self.outcomes.get(n).cloned().unwrap_or_else(|| Outcome {
+                    name: n.clone(),
+                    size: self.size_of(n),
+                    result: Err(pending.clone()),
+                })
+            })
+            .collect()
+    }
+
+    fn size_of(&self, name: &str) -> u64 {
+        (self.sizes.values())
+            .find(|(n, _)| n == name)
+            .map_or(0, |s| s.1)
+    }
+
+    /// Ends the run: everything not yet verified fails with `reason`.
+    fn end(&mut self, reason: String) {
+        if self.ended.is_none() {
+            for (item, (name, _)) in &self.sizes {
+                if !self.outcomes.contains_key(name) {
+                    self.store.discard(*item);
+                }
+            }
+            self.ended = Some(reason);
+        }
+    }
+
+    /// Acts on the state machine's events until there are none.
+    fn process(&mut self, now: Instant) {
+        while let Some(ev) = self.client.poll_event() {
+            match ev {
+                ClientEvent::Welcome(ch) => {
+                    if !self.joined {
+                        self.joined = true;
+                        self.events.push_back(Event::Join(ch));
+                    }
+                }
+                ClientEvent::Done => {}
+                ClientEvent::Manifest(m) => self.on_manifest(&m),
+                ClientEvent::BlockVerified {
+                    item,
+                    block,
+                    offset,
+                    data,
+                } => {
+                    self.lru.remove(&(item, block));
+                    match self.store.write_block(item, block, offset, &data) {
+                        Ok(()) => self.events.push_back(Event::Bytes {
+                            item,
+                            bytes: data.len() as u64,
+                        }),
+                        Err(e) => self.client.abandon(item, e.to_string()),
+                    }
+                }
+                ClientEvent::ItemAssembled(item) => match self.store.finish(item) {
+                    Ok(ok) => self.client.confirm_item(now, item, ok),
+                    Err(e) => self.client.abandon(item, e.to_string()),
+                },
+                ClientEvent::ItemComplete(item) => {
+                    self.events.push_back(Event::Complete(item));
+                    if let Some((name, size)) = self.sizes.get(&item).cloned() {
+                        let o = Outcome {
+                            name: name.clone(),
+                            size,
+                            result: Ok(()),
+                        };
+                        self.outcomes.insert(name, o);
+                    }
+                }
+                ClientEvent::ItemFailed { item, name, reason } => {
+                    let (name, size) = item
+                        .and_then(|i| self.sizes.get(&i).cloned())
+                        .unwrap_or((name, 0));
+                    if let Some(i) = item {
+                        self.store.discard(i);
+                    }
+                    self.events.push_back(Event::Failed {
+                        name: name.clone(),
+                        reason: reason.clone(),
+                    });
+                    let o = Outcome {
+                        name: name.clone(),
+                        size,
+                        result: Err(reason),
+                    };
+                    self.outcomes.insert(name, o);
+                }
+            }
+        }
+    }
+
+    fn on_manifest(&mut self, m: &crate::wire::ManifestEntry) {
+        let requested = self.names.as_ref().is_some_and(|n| n.contains(&m.name));
+        if !requested {
+            // The server answered a name we did not ask for.
+            let reason = format!("the server sent {:?}, which was not requested", m.name);
+            return self.client.abandon(m.item, reason);
+        }
+        self.sizes.insert(m.item, (m.name.clone(), m.size));
+        self.symbol_sizes.insert(m.item, m.fec.symbol_size as u64);
+        let layout = match Layout::new(m.size, &m.fec) {
+            Ok(l) => l,
+            Err(e) => return self.client.abandon(m.item, e.to_string()),
+        };
+        let held = match self.store.open(m) {
+            Ok(Resume::Complete) => (0..layout.blocks()).collect(),
+            Ok(Resume::Blocks(bs)) => bs,
+            Err(e) => return self.client.abandon(m.item, e.to_string()),
+        };
+        let resumed = held.iter().map(|&b| layout.block_len(b)).sum();
+        self.events.push_back(Event::Item {
+            item: m.item,
+            name: m.name.clone(),
+            size: m.size,
+            resumed,
+        });
+        self.stats.resumed_blocks += held.len() as u64;
+        for b in held {
+            self.client.resume_block(m.item, b);
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! Endpoints: the state machines behind a byte interface, the one contract
+//! every driver implements (the tokio server and client, the simulator's
+//! payload runs, the fuzz targets).
+//!
+//! - [`server::ServerEndpoint`]: connections and their frames in; data and
+//!   announcement datagrams and frames out; malformed input counted and
+//!   dropped; announcement repetition; per-peer limits.
+//! - [`client::ClientEndpoint`]: frames and datagrams in; frames out;
+//!   decoded blocks to a [`store::BlockStore`] (on disk in `repocast get`,
+//!   in memory in tests: [`store::MemoryStore`]); spill of partial blocks
+//!   within a memory budget; one outcome per requested item.
+//!
+//! Drivers do sockets, timers and files, and nothing else: every protocol
+//! decision is made here or below. Settings come from [`crate::profile`].
+
+pub mod client;
+pub mod server;
+pub mod store;
+
+use crate::ClientId;
+
+/// Where a datagram or frame from [`server::ServerEndpoint::poll_transmit`]
+/// goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dest {
+    /// The multicast data group.
+    Data,
+    /// The multicast announcement group.
+    Announce,
+    /// One request connection.
+    Conn(ClientId),
+}
+
+/// A multicast channel a datagram arrived on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Channel {
+    /// The data group.
+    Data,
+    /// The announcement group.
+    Announce,
+}
+
+/// Why the server endpoint closes (or refuses) a connection.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CloseReason {
+    /// [`crate::profile::EndpointLimits::max_connections`] are open.
+    #[error("too many connections")]
+    TooManyConnections,
+    /// Its bytes would take the buffered total over its limit.
+    #[error("buffered frame bytes over the server's limit")]
+    OverMemory,
+    /// It does not read what the server sends.
+    #[error("peer does not read")]
+    NotReading,
+    /// Its byte stream is not framed messages.
+    #[error("protocol: {0}")]
+    Protocol(crate::wire::WireError),
+}
+
+/// Counters of the server endpoint (the state machine keeps its own).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointStats {
+    /// Frames that did not parse (dropped), or broke framing (closed).
+    pub malformed_frames: u64,
+    /// Connections refused at the limit.
+    pub refused_connections: u64,
+    /// Connections closed for buffering too much.
+    pub closed_over_memory: u64,
+    /// Connections closed for not reading.
+    pub closed_not_reading: u64,
+}

@@ -1,0 +1,229 @@
+//! The server endpoint: the [`Server`] state machine behind a byte
+//! interface, as quinn-proto's `Endpoint` is behind `handle` and
+//! `poll_transmit`.
+//!
+//! A driver (the tokio server, the simulator's payload runs, the fuzz
+//! target) only moves bytes: it reports accepted connections
+//! ([`ServerEndpoint::accept`]), bytes read from one
+//! ([`ServerEndpoint::handle_stream`]) and its close, wakes the endpoint at
+//! [`ServerEndpoint::poll_timeout`], and after every call writes out what
+//! [`ServerEndpoint::poll_transmit`] gives (a datagram for the data or the
+//! announcement group, or a frame for one connection) and closes the
+//! connections [`ServerEndpoint::poll_close`] names. Framing, parsing,
+//! malformed input, announcement repetition and the limits on what a peer
+//! can make the server hold all live here, so every driver runs them.
+
+use super::{CloseReason, Dest, EndpointStats};
+use crate::hash::FastMap;
+use crate::profile::EndpointLimits;
+use crate::server::{
+    BlockSource, ItemInfo, Server, ServerConfig, ServerError, ServerEvent, Transmit,
+};
+use crate::wire::ClientMsg;
+use crate::wire::frame::{FrameDecoder, encode_frame};
+use crate::{ClientId, Instant};
+use std::collections::VecDeque;
+
+/// One open request connection.
+#[derive(Default)]
+struct Conn {
+    frames: FrameDecoder,
+}
+
+/// The server side of repocast as bytes in, bytes out.
+pub struct ServerEndpoint {
+    server: Server,
+    limits: EndpointLimits,
+    conns: FastMap<ClientId, Conn>,
+    /// Bytes of incomplete frames across all connections.
+    buffered: usize,
+    closing: VecDeque<(ClientId, CloseReason)>,
+    /// The announcement last emitted, and copies of it still to send.
+    repeat: Option<(Vec<u8>, u8)>,
+    stats: EndpointStats,
+}
+
+impl ServerEndpoint {
+    /// An endpoint serving `items` with `cfg`, bounded by `limits`.
+    pub fn new(
+        cfg: ServerConfig,
+        limits: EndpointLimits,
+        items: Vec<ItemInfo>,
+    ) -> Result<Self, ServerError> {
+        Ok(ServerEndpoint {
+            server: Server::new(cfg, items)?,
+            limits,
+            conns: FastMap::default(),
+            buffered: 0,
+            closing: VecDeque::new(),
+            repeat: None,
+            stats: EndpointStats::default(),
+        })
+    }
+
+    /// The state machine (for summaries, manifests and counters).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// The endpoint's own counters.
+    pub fn stats(&self) -> EndpointStats {
+        self.stats
+    }
+
+    /// The limits it runs with.
+    pub fn limits(&self) -> EndpointLimits {
+        self.limits
+    }
+
+    /// A request connection was accepted: its id, or the reason to refuse
+    /// it (the driver then closes it at once).
+    pub fn accept(&mut self, now: Instant) -> Result<ClientId, CloseReason> {
+        if self.conns.len() >= self.limits.max_connections {
+            self.stats.refused_connections += 1;
+            return Err(CloseReason::TooManyConnections);
+        }
+        let id = self.server.handle_connect(now);
+        self.conns.insert(id, Conn::default());
+        Ok(id)
+    }
+
+    /// Bytes read from connection `conn`. Whole frames are parsed and
+    /// handed to the server; a frame that does not parse is counted and
+    /// dropped; a frame over the size limit, or bytes that would take the
+    /// buffered total over its limit, close the connection.
+    pub fn handle_stream(&mut self, now: Instant, conn: ClientId, bytes: &[u8]) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let before = c.frames.buffered();
+        if self.buffered + bytes.len() > self.limits.max_buffered_bytes {
+            self.stats.closed_over_memory += 1;
+            self.close(now, conn, CloseReason::OverMemory);
+            return;
+        }
+        c.frames.extend(bytes);
+        let mut msgs = Vec::new();
+        let fatal = loop {
+            match c.frames.next_frame() {
+                Ok(Some(f)) => match ClientMsg::parse(&f) {
+                    Ok(m) => msgs.push(m),
+                    Err(_) => self.stats.malformed_frames += 1,
+                },
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        };
+        let after = c.frames.buffered();
+        self.buffered = (self.buffered + after).saturating_sub(before);
+        for m in msgs {
+            self.server.handle_client_msg(now, conn, m);
+        }
+        if let Some(e) = fatal {
+            self.stats.malformed_frames += 1;
+            self.close(now, conn, CloseReason::Protocol(e));
+        }
+    }
+
+    /// The connection closed (by the peer, or by the driver after a write
+    /// failed or the peer stopped reading): its demand is forgotten.
+    pub fn handle_close(&mut self, now: Instant, conn: ClientId) {
+        if let Some(c) = self.conns.remove(&conn) {
+            self.buffered = self.buffered.saturating_sub(c.frames.buffered());
+            self.server.handle_disconnect(now, conn);
+        }
+    }
+
+    /// The driver could not queue a frame for `conn` within
+    /// [`EndpointLimits::max_queued_frames`]: the peer does not read.
+    pub fn handle_backlog(&mut self, now: Instant, conn: ClientId) {
+        self.stats.closed_not_reading += 1;
+        self.close(now, conn, CloseReason::NotReading);
+    }
+
+    fn close(&mut self, now: Instant, conn: ClientId, reason: CloseReason) {
+        if self.conns.contains_key(&conn) {
+            self.handle_close(now, conn);
+            self.closing.push_back((conn, reason));
+        }
+    }
+
+    /// A connection the driver must close, and why.
+    pub fn poll_close(&mut self) -> Option<(ClientId, CloseReason)> {
+        self.closing.pop_front()
+    }
+
+    /// Timers (pacing, report deadlines); an early call is harmless.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.server.handle_timeout(now);
+    }
+
+    /// When to call [`ServerEndpoint::handle_timeout`] and
+    /// [`ServerEndpoint::poll_transmit`] again, if nothing else happens.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.repeat.is_some() {
+            return Some(Instant::ZERO);
+        }
+        self.server.poll_timeout()
+    }
+
+    /// The next thing to send at `now`: its bytes replace `buf`'s (a whole
+    /// datagram, or one length-prefixed frame). Call until `None`.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        source: &mut dyn BlockSource,
+        buf: &mut Vec<u8>,
+    ) -> Option<Dest> {
+        buf.clear();
+        if let Some((bytes, left)) = self.repeat.as_mut() {
+            buf.extend_from_slice(bytes);
+            *left -= 1;
+            if *left == 0 {
+                self.repeat = None;
+            }
+            return Some(Dest::Announce);
+        }
+        loop {
+            let t = self.server.poll_transmit(now, source)?;
+            match t {
+                Transmit::Data(d) => {
+                    d.emit(buf);
+                    return Some(Dest::Data);
+                }
+                Transmit::Announce(a) => {
+                    a.emit(buf);
+                    let copies = self.limits.announce_repeats.max(1) - 1;
+                    if copies > 0 {
+                        self.repeat = Some((buf.clone(), copies));
+                    }
+                    return Some(Dest::Announce);
+                }
+                Transmit::Control(c, m) => {
+                    if !self.conns.contains_key(&c) {
+                        continue;
+                    }
+                    let mut body = Vec::new();
+                    m.emit(&mut body);
+                    encode_frame(&body, buf);
+                    return Some(Dest::Conn(c));
+                }
+            }
+        }
+    }
+
+    /// The state machine's next event (for logs).
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.server.poll_event()
+    }
+
+    /// Connections open.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Bytes of incomplete frames held across connections.
+    pub fn buffered_bytes(&self) -> usize {
+        self.buffered
+    }
+}

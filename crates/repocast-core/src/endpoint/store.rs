@@ -1,0 +1,210 @@
+//! Where a client endpoint puts what it receives: the [`BlockStore`] trait,
+//! implemented on disk by `repocast get` (temporary files, a resume journal,
+//! a spill file, atomic rename) and in memory here ([`MemoryStore`]) for
+//! tests and the simulator's payload runs. The endpoint decides what to
+//! write and when; the store only keeps bytes and answers what it holds.
+
+use crate::ItemId;
+use crate::fec::layout::{Layout, LayoutError};
+use crate::hash::FastMap;
+use crate::wire::ManifestEntry;
+use std::collections::BTreeMap;
+
+/// How an item stands when its manifest arrives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resume {
+    /// The final file is already there and verified: nothing to receive.
+    Complete,
+    /// These blocks are verified in the store already (possibly none).
+    Blocks(Vec<u32>),
+}
+
+/// Why a store could not do what the endpoint asked; the item fails with it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The item's name would leave the destination or touch the store's
+    /// own state.
+    #[error("refusing item name {name:?}: {why}")]
+    UnsafeName {
+        /// The name as the server sent it.
+        name: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
+    /// A file could not be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The endpoint used an item it had not opened (a bug, not input).
+    #[error("{0} of an item that was not opened")]
+    NotOpen(&'static str),
+    /// The manifest's layout is unusable.
+    #[error("manifest layout: {0}")]
+    Layout(#[from] LayoutError),
+}
+
+impl StoreError {
+    /// An I/O error on `path`.
+    pub fn io(path: impl AsRef<std::path::Path>, source: std::io::Error) -> Self {
+        StoreError::Io {
+            path: path.as_ref().display().to_string(),
+            source,
+        }
+    }
+}
+
+/// Symbols of a partly received block: (symbol id, bytes).
+pub type Symbols = Vec<(u32, Vec<u8>)>;
+
+/// Storage for one client's items.
+pub trait BlockStore {
+    /// Prepares to receive `m` and says what is already held.
+    fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError>;
+    /// Keeps a verified block at its offset.
+    fn write_block(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), StoreError>;
+    /// Every block is in: checks the whole item's hash and, if it matches,
+    /// puts it in its final place. Returns whether it matched.
+    fn finish(&mut self, item: ItemId) -> Result<bool, StoreError>;
+    /// The item failed: drop what is held of it.
+    fn discard(&mut self, item: ItemId);
+    /// Keeps a partly received block's symbols out of memory.
+    fn spill(&mut self, item: ItemId, block: u32, symbols: &Symbols) -> Result<(), StoreError>;
+    /// Whether a block's symbols are spilled.
+    fn is_spilled(&self, item: ItemId, block: u32) -> bool;
+    /// Takes a spilled block's symbols back.
+    fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError>;
+}
+
+/// Items kept in memory: what tests and the simulator's payload runs use.
+/// Finished items stay readable through [`MemoryStore::file`].
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    open: FastMap<ItemId, (ManifestEntry, Vec<u8>, Vec<bool>)>,
+    done: BTreeMap<String, Vec<u8>>,
+    spilled: FastMap<(ItemId, u32), Symbols>,
+    /// Blocks written so far (a test's measure of resume).
+    pub blocks_written: u64,
+}
+
+impl MemoryStore {
+    /// A finished item's bytes, by name.
+    pub fn file(&self, name: &str) -> Option<&[u8]> {
+        self.done.get(name).map(Vec::as_slice)
+    }
+
+    /// Every finished item, by name.
+    pub fn files(&self) -> &BTreeMap<String, Vec<u8>> {
+        &self.done
+    }
+
+    /// Blocks of an open item that were written (what a journal would hold
+    /// after a crash), to seed another store with.
+    pub fn written_blocks(&self, item: ItemId) -> Vec<u32> {
+        self.open.get(&item).map_or(Vec::new(), |(_, _, w)| {
+            (0..w.len() as u32).filter(|&b| w[b as usize]).collect()
+        })
+    }
+
+    /// Moves the partial items of `self` into a fresh store, as a restarted
+    /// client finds them in its journal (spilled symbols are lost, as they
+    /// would be).
+    pub fn crash(self) -> MemoryStore {
+        MemoryStore {
+            open: self.open,
+            done: self.done,
+            ..Default::default()
+        }
+    }
+}
+
+impl BlockStore for MemoryStore {
+    fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
+        let layout = Layout::new(m.size, &m.fec)?;
+        if let Some(b) = self
+            .done
+            .get(&m.name)
+            .filter(|b| b.len() as u64 == m.size && blake3::hash(b).as_bytes() == &m.hash)
+        {
+            // Held whole: finishing it again re-checks and keeps it.
+            let all = vec![true; layout.blocks() as usize];
+            self.open.insert(m.item, (m.clone(), b.clone(), all));
+            return Ok(Resume::Complete);
+        }
+        if let Some((old, _, written)) = self.open.get(&m.item) {
+            if old.hash == m.hash && old.size == m.size {
+                let held = (0..written.len() as u32)
+                    .filter(|&b| written[b as usize])
+                    .collect();
+                return Ok(Resume::Blocks(held));
+            }
+        }
+        let bytes = vec![0; m.size as usize];
+        let written = vec![false; layout.blocks() as usize];
+        self.open.insert(m.item, (m.clone(), bytes, written));
+        Ok(Resume::Blocks(Vec::new()))
+    }
+
+    fn write_block(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
+        let (_, bytes, written) = self
+            .open
+            .get_mut(&item)
+            .ok_or(StoreError::NotOpen("block"))?;
+        let start = (offset as usize).min(bytes.len());
+        let end = (start + data.len()).min(bytes.len());
+        bytes[start..end].copy_from_slice(&data[..end - start]);
+        if let Some(w) = written.get_mut(block as usize) {
+            *w = true;
+        }
+        self.blocks_written += 1;
+        Ok(())
+    }
+
+    fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
+        let (m, bytes, _) = self
+            .open
+            .remove(&item)
+            .ok_or(StoreError::NotOpen("finish"))?;
+        let ok = blake3::hash(&bytes).as_bytes() == &m.hash;
+        if ok {
+            self.done.insert(m.name, bytes);
+        }
+        Ok(ok)
+    }
+
+    fn discard(&mut self, item: ItemId) {
+        self.open.remove(&item);
+        self.spilled.retain(|k, _| k.0 != item);
+    }
+
+    fn spill(&mut self, item: ItemId, block: u32, symbols: &Symbols) -> Result<(), StoreError> {
+        self.spilled
+            .entry((item, block))
+            .or_default()
+            .extend(symbols.iter().cloned());
+        Ok(())
+    }
+
+    fn is_spilled(&self, item: ItemId, block: u32) -> bool {
+        self.spilled.contains_key(&(item, block))
+    }
+
+    fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError> {
+        Ok(self.spilled.remove(&(item, block)).unwrap_or_default())
+    }
+}

@@ -1,0 +1,200 @@
+//! Named settings profiles: the exact configurations the shipped commands
+//! run, so a deterministic test can run what `repocast serve` and
+//! `repocast get` run, and the simulator can run either.
+//!
+//! - [`Profile::Lan`]: what `serve` and `get` ship with. Redundancy sized
+//!   to the worst receiver's measured loss plus 2%, repair until done,
+//!   late joiners keep what they catch (`FEC(maxloss+0.02)+R(inf)+notify`);
+//!   a 5-50 ms NAK window and a 500 ms report timeout (LAN round trips are
+//!   well under a millisecond); repairs sized for one round per NAKing
+//!   receiver; receivers send an early loss report into long transmissions;
+//!   each announcement is sent three times (the announcement channel is
+//!   multicast and may lose packets too).
+//! - [`Profile::Study`]: the published study's settings, which the
+//!   simulator's sweeps reproduce: `FEC(0.01R)+R(0)`, the base case's
+//!   30-210 ms NAK window, repairs sized by the largest NAK alone, no early
+//!   reports, one copy of each announcement.
+//!
+//! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
+//! limits; callers change single fields afterwards (rate, seed, channels).
+
+use crate::client::ClientConfig;
+use crate::policy::{FecPolicy, Retransmit, Scheme};
+use crate::server::{ServerConfig, ServerError};
+use crate::wire::data::DATA_OVERHEAD;
+use std::time::Duration;
+
+/// Bytes of IPv4 and UDP headers in front of every datagram.
+pub const IPV4_UDP_HEADERS: u64 = 28;
+/// Bytes of IPv6 and UDP headers in front of every datagram.
+pub const IPV6_UDP_HEADERS: u64 = 48;
+/// How much sending the token bucket may catch up after a stall: tokio
+/// wakes about once a millisecond and a busy host can keep the sender off
+/// the CPU for several, so the bucket holds this much time of packets...
+pub const BURST_TIME: Duration = Duration::from_millis(10);
+/// ...but never fewer or more packets than these.
+pub const BURST_PACKETS: (u32, u32) = (16, 256);
+/// Slowest and fastest data rates the pacing accepts, bits per second.
+pub const RATE_RANGE: (u64, u64) = (8_000, 1_000_000_000_000);
+
+/// A named set of shipped settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `repocast serve` / `repocast get` on a LAN.
+    Lan,
+    /// The published study's settings (the simulator's sweeps).
+    Study,
+}
+
+/// Limits of the endpoints: what one peer can make an endpoint hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EndpointLimits {
+    /// Copies of each announcement put on the announcement channel.
+    pub announce_repeats: u8,
+    /// Request connections open at once; more are refused.
+    pub max_connections: usize,
+    /// Bytes of incomplete frames buffered across all connections; the
+    /// connection whose bytes would go over is closed.
+    pub max_buffered_bytes: usize,
+    /// Frames waiting to be written to one connection; a peer that does
+    /// not read that many is closed.
+    pub max_queued_frames: usize,
+}
+
+impl Default for EndpointLimits {
+    fn default() -> Self {
+        Profile::Lan.limits()
+    }
+}
+
+impl Profile {
+    /// The server's settings (rate: 100 Mbit/s over IPv4; change with
+    /// [`ServerConfig::set_rate`]).
+    pub fn server(self) -> ServerConfig {
+        match self {
+            Profile::Lan => {
+                let mut c = ServerConfig {
+                    scheme: lan_scheme(),
+                    nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
+                    report_timeout: Duration::from_millis(500),
+                    loss_aware_repairs: true,
+                    ..ServerConfig::default()
+                };
+                // 100 Mbit/s is in range: this cannot fail.
+                let _ = c.set_rate(100_000_000, false);
+                c
+            }
+            Profile::Study => ServerConfig::default(),
+        }
+    }
+
+    /// The client's settings.
+    pub fn client(self) -> ClientConfig {
+        match self {
+            Profile::Lan => ClientConfig {
+                name: "get".into(),
+                loss_reports: true,
+                ..ClientConfig::default()
+            },
+            Profile::Study => ClientConfig::default(),
+        }
+    }
+
+    /// The endpoints' limits.
+    pub fn limits(self) -> EndpointLimits {
+        EndpointLimits {
+            announce_repeats: match self {
+                Profile::Lan => 3,
+                Profile::Study => 1,
+            },
+            max_connections: 4096,
+            max_buffered_bytes: 256 << 20,
+            max_queued_frames: 4096,
+        }
+    }
+}
+
+/// `FEC(maxloss+0.02)+R(inf)+notify`, the scheme `repocast serve` ships.
+pub fn lan_scheme() -> Scheme {
+    Scheme {
+        fec: FecPolicy::MaxLoss(0.02),
+        retransmit: Retransmit::Always,
+        notify: true,
+    }
+}
+
+/// Bits one data packet of `symbol_size` bytes takes on the wire.
+pub fn packet_bits(symbol_size: u16, ipv6: bool) -> u64 {
+    let ip = if ipv6 {
+        IPV6_UDP_HEADERS
+    } else {
+        IPV4_UDP_HEADERS
+    };
+    (symbol_size as u64 + DATA_OVERHEAD as u64 + ip) * 8
+}
+
+impl ServerConfig {
+    /// Paces the data channel at `rate_bps` (IP and UDP headers counted):
+    /// sets the packet interval and a token bucket of [`BURST_TIME`].
+    pub fn set_rate(&mut self, rate_bps: u64, ipv6: bool) -> Result<(), ServerError> {
+        if !(RATE_RANGE.0..=RATE_RANGE.1).contains(&rate_bps) {
+            return Err(ServerError::Rate(rate_bps));
+        }
+        let ns = packet_bits(self.symbol_size, ipv6) as u128 * 1_000_000_000 / rate_bps as u128;
+        self.packet_interval = Duration::from_nanos(ns.max(1) as u64);
+        let burst = BURST_TIME.as_nanos().div_ceil(ns.max(1));
+        self.burst = (burst.min(u32::MAX as u128) as u32).clamp(BURST_PACKETS.0, BURST_PACKETS.1);
+        self.channels.rate_bps = rate_bps;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::DataRepr;
+    use crate::{BlockId, ItemId, SessionId, TransmissionId};
+
+    #[test]
+    fn data_overhead_is_what_a_plain_packet_adds() {
+        let p = DataRepr {
+            session: SessionId(1),
+            transmission: TransmissionId(2),
+            item: ItemId(3),
+            block: BlockId(4),
+            symbol: 5,
+            seq: 6,
+            probe: None,
+            payload: vec![7; 1280],
+            tag: vec![],
+        };
+        let mut b = Vec::new();
+        p.emit(&mut b);
+        assert_eq!(b.len(), 1280 + DATA_OVERHEAD);
+        assert_eq!(DATA_OVERHEAD, 31);
+    }
+
+    #[test]
+    fn rate_sets_interval_and_bucket_and_refuses_zero() {
+        let mut c = Profile::Lan.server();
+        // 1,339 bytes per packet at 100 Mbit/s: 107.12 us, 94 packets in 10 ms.
+        assert_eq!(c.packet_interval, Duration::from_nanos(107_120));
+        assert_eq!(c.burst, 94);
+        assert_eq!(c.set_rate(0, false), Err(ServerError::Rate(0)));
+        c.set_rate(1_000_000_000_000, true).expect("fastest rate");
+        assert_eq!(c.burst, BURST_PACKETS.1);
+        c.set_rate(10_000, false).expect("slow rate");
+        assert_eq!(c.burst, BURST_PACKETS.0);
+    }
+
+    #[test]
+    fn profiles_differ_where_documented() {
+        let (lan, study) = (Profile::Lan.server(), Profile::Study.server());
+        assert_eq!(lan.scheme.to_string(), "FEC(maxloss+0.02)+R(inf)+notify");
+        assert_eq!(study.scheme, Scheme::default());
+        assert!(lan.loss_aware_repairs && !study.loss_aware_repairs);
+        assert!(Profile::Lan.client().loss_reports && !Profile::Study.client().loss_reports);
+        assert_eq!(Profile::Lan.limits().announce_repeats, 3);
+        assert_eq!(Profile::Study.limits().announce_repeats, 1);
+    }
+}

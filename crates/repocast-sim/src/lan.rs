@@ -1,0 +1,370 @@
+//! Payload runs on a virtual LAN: the core's *endpoints* (the very code
+//! `repocast serve` and `repocast get` run, with a [`Profile`]'s settings)
+//! driven through their byte interfaces on a virtual clock, with seeded
+//! loss per receiver on both multicast groups, a one-way delay on the
+//! request connection, receivers joining late, and receivers that crash
+//! and restart with what their store had made durable.
+//!
+//! It is the deterministic twin of the tokio driver: the same endpoint
+//! calls in the same order (`handle_*`, then drain `poll_transmit`,
+//! `poll_close`, `poll_event`, then sleep until `poll_timeout`), with a
+//! star network in place of sockets. The accounting runs of the simulator
+//! ([`crate::engine`]) drive the state machines directly instead, for speed.
+
+use crate::engine::MemorySource;
+use repocast_core::endpoint::client::{
+    ClientEndpoint, ClientEndpointConfig, ClientEndpointStats, Event, Outcome, Want,
+};
+use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::endpoint::{Channel, Dest};
+use repocast_core::loss::{LossModel, LossSpec};
+use repocast_core::profile::Profile;
+use repocast_core::server::{ServerConfig, ServerError};
+use repocast_core::wire::FecParams;
+use repocast_core::{ClientId, Instant};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::time::Duration;
+
+/// A receiver host of a run.
+#[derive(Debug, Clone)]
+pub struct LanClient {
+    /// What it asks for.
+    pub want: Want,
+    /// Loss on its link (both groups; the request connection is reliable).
+    pub loss: LossSpec,
+    /// When it starts.
+    pub join_at: Instant,
+    /// When it is killed (it restarts at once with what its store holds).
+    pub crash_at: Option<Instant>,
+}
+
+/// One receiver's outcome.
+#[derive(Debug, Clone)]
+pub struct LanReport {
+    /// Every requested item, verified or failed with a reason.
+    pub outcomes: Vec<Outcome>,
+    /// From its start to its last item ending (None: did not finish).
+    pub delay: Option<Duration>,
+    /// Verified items' bytes, by name.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// Blocks its store wrote (a measure of resume).
+    pub blocks_written: u64,
+    /// Counters of its (last) endpoint.
+    pub stats: ClientEndpointStats,
+    /// Data packets its state machine used, across restarts.
+    pub useful: u64,
+}
+
+struct Node {
+    spec: LanClient,
+    ep: Option<ClientEndpoint<MemoryStore>>,
+    conn: Option<ClientId>,
+    joined: bool,
+    loss: LossModel,
+    done_at: Option<Instant>,
+    useful: u64,
+    /// Latest arrival scheduled each way (TCP keeps order).
+    last_up: Instant,
+    last_down: Instant,
+}
+
+enum Ev {
+    Start(usize),
+    Crash(usize),
+    ToServer(usize, Vec<u8>),
+    ToClient(usize, Vec<u8>),
+    Closed(usize),
+    /// The receiver finished and closed its connection.
+    Left(usize),
+}
+
+/// A server endpoint and receiver endpoints on a virtual star network.
+pub struct VirtualLan {
+    /// Current virtual time.
+    pub now: Instant,
+    server: ServerEndpoint,
+    source: MemorySource,
+    nodes: Vec<Node>,
+    by_conn: BTreeMap<ClientId, usize>,
+    queue: BinaryHeap<Reverse<(Instant, u64)>>,
+    events: BTreeMap<u64, Ev>,
+    seq: u64,
+    /// One-way delay of the request connection.
+    pub control_delay: Duration,
+    server_loss: LossModel,
+    profile: Profile,
+    seed: u64,
+    /// Idle timeout the receivers run with.
+    pub idle_timeout: Duration,
+}
+
+impl VirtualLan {
+    /// A server with `profile`'s settings (changed by `tweak`) serving
+    /// `items`, losing `server_loss` of its multicast packets.
+    pub fn new(
+        profile: Profile,
+        tweak: impl FnOnce(&mut ServerConfig),
+        items: Vec<(String, Vec<u8>)>,
+        server_loss: LossSpec,
+    ) -> Result<Self, ServerError> {
+        let mut cfg = profile.server();
+        tweak(&mut cfg);
+        let fec = FecParams {
+            code: cfg.code,
+            symbol_size: cfg.symbol_size,
+            max_block_symbols: cfg.max_block_symbols,
+        };
+        let infos = (items.iter())
+            .map(|(n, b)| MemorySource::item_info(n, b, &fec))
+            .collect::<Result<_, _>>()?;
+        let seed = cfg.seed;
+        let server = ServerEndpoint::new(cfg, profile.limits(), infos)?;
+        Ok(VirtualLan {
+            now: Instant::ZERO,
+            server,
+            source: MemorySource::new(items.into_iter().map(|(_, b)| b).collect()),
+            nodes: Vec::new(),
+            by_conn: BTreeMap::new(),
+            queue: BinaryHeap::new(),
+            events: BTreeMap::new(),
+            seq: 0,
+            control_delay: Duration::from_micros(100),
+            server_loss: LossModel::new(server_loss, seed ^ 0x5e),
+            profile,
+            seed,
+            idle_timeout: Duration::from_secs(60),
+        })
+    }
+
+    /// The server endpoint (counters, summaries).
+    pub fn server(&self) -> &ServerEndpoint {
+        &self.server
+    }
+
+    /// Adds a receiver; returns its index.
+    pub fn add_client(&mut self, spec: LanClient) -> usize {
+        let i = self.nodes.len();
+        let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
+        self.schedule(spec.join_at, Ev::Start(i));
+        if let Some(t) = spec.crash_at {
+            self.schedule(t, Ev::Crash(i));
+        }
+        self.nodes.push(Node {
+            loss: LossModel::new(spec.loss, seed ^ 0xc1),
+            spec,
+            ep: None,
+            conn: None,
+            joined: false,
+            done_at: None,
+            useful: 0,
+            last_up: Instant::ZERO,
+            last_down: Instant::ZERO,
+        });
+        i
+    }
+
+    fn schedule(&mut self, at: Instant, ev: Ev) {
+        self.seq += 1;
+        self.events.insert(self.seq, ev);
+        self.queue.push(Reverse((at, self.seq)));
+    }
+
+    fn start(&mut self, i: usize, store: MemoryStore) {
+        let Ok(conn) = self.server.accept(self.now) else {
+            return;
+        };
+        let n = &mut self.nodes[i];
+        let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1) ^ self.now.as_nanos();
+        let mut client = self.profile.client();
+        client.seed = seed;
+        client.name = format!("c{i}");
+        let mut cfg = ClientEndpointConfig::new(client, n.spec.want.clone());
+        cfg.idle_timeout = self.idle_timeout;
+        n.ep = Some(ClientEndpoint::new(self.now, cfg, store));
+        n.conn = Some(conn);
+        n.joined = false;
+        self.by_conn.insert(conn, i);
+    }
+
+    fn crash(&mut self, i: usize) {
+        let n = &mut self.nodes[i];
+        let Some(ep) = n.ep.take().filter(|_| n.done_at.is_none()) else {
+            return;
+        };
+        n.useful += ep.client_stats().useful;
+        let store = ep.into_store().crash();
+        if let Some(c) = n.conn.take() {
+            self.by_conn.remove(&c);
+            self.server.handle_close(self.now, c);
+        }
+        self.start(i, store);
+    }
+
+    fn arrival(&mut self, i: usize, up: bool) -> Instant {
+        let n = &mut self.nodes[i];
+        let last = if up { &mut n.last_up } else { &mut n.last_down };
+        let at = (self.now + self.control_delay).max(*last);
+        *last = at;
+        at
+    }
+
+    fn deliver_due(&mut self) {
+        while let Some(Reverse((at, seq))) = self.queue.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.queue.pop();
+            let Some(ev) = self.events.remove(&seq) else {
+                continue;
+            };
+            let now = self.now;
+            match ev {
+                Ev::Start(i) => self.start(i, MemoryStore::default()),
+                Ev::Crash(i) => self.crash(i),
+                Ev::ToServer(i, bytes) => {
+                    if let Some(c) = self.nodes[i].conn {
+                        self.server.handle_stream(now, c, &bytes);
+                    }
+                }
+                Ev::ToClient(i, bytes) => {
+                    if let Some(ep) = self.nodes[i].ep.as_mut() {
+                        ep.handle_stream(now, &bytes);
+                    }
+                }
+                Ev::Left(i) => {
+                    if let Some(c) = self.nodes[i].conn.take() {
+                        self.by_conn.remove(&c);
+                        self.server.handle_close(now, c);
+                    }
+                }
+                Ev::Closed(i) => {
+                    if let Some(ep) = self.nodes[i].ep.as_mut() {
+                        ep.handle_close(now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Sends what the server has, delivering multicast at once (star).
+    fn drain_server(&mut self) {
+        let mut buf = Vec::with_capacity(2048);
+        let now = self.now;
+        while let Some(dest) = self.server.poll_transmit(now, &mut self.source, &mut buf) {
+            match dest {
+                Dest::Data | Dest::Announce => {
+                    let ch = if dest == Dest::Data {
+                        Channel::Data
+                    } else {
+                        Channel::Announce
+                    };
+                    if self.server_loss.lose() {
+                        continue;
+                    }
+                    for n in &mut self.nodes {
+                        let Some(ep) = n.ep.as_mut().filter(|_| n.joined) else {
+                            continue;
+                        };
+                        if !n.loss.lose() {
+                            ep.handle_datagram(now, ch, &buf);
+                        }
+                    }
+                }
+                Dest::Conn(c) => {
+                    if let Some(&i) = self.by_conn.get(&c) {
+                        let at = self.arrival(i, false);
+                        self.schedule(at, Ev::ToClient(i, buf.clone()));
+                    }
+                }
+            }
+        }
+        while let Some((c, _)) = self.server.poll_close() {
+            if let Some(i) = self.by_conn.remove(&c) {
+                let at = self.arrival(i, false);
+                self.schedule(at, Ev::Closed(i));
+            }
+        }
+        while self.server.poll_event().is_some() {}
+    }
+
+    fn drain_clients(&mut self) {
+        let mut buf = Vec::new();
+        for i in 0..self.nodes.len() {
+            let now = self.now;
+            let n = &mut self.nodes[i];
+            let Some(ep) = n.ep.as_mut() else { continue };
+            if ep.poll_timeout().is_some_and(|t| t <= now) {
+                ep.handle_timeout(now);
+            }
+            while let Some(e) = ep.poll_event() {
+                if let Event::Join(_) = e {
+                    n.joined = true;
+                }
+            }
+            let mut frames = Vec::new();
+            while ep.poll_transmit(&mut buf) {
+                frames.push(buf.clone());
+            }
+            let left = ep.is_finished() && n.done_at.is_none();
+            if left {
+                n.done_at = Some(now);
+            }
+            for f in frames {
+                let at = self.arrival(i, true);
+                self.schedule(at, Ev::ToServer(i, f));
+            }
+            if left {
+                let at = self.arrival(i, true);
+                self.schedule(at, Ev::Left(i));
+            }
+        }
+    }
+
+    /// Runs until every receiver has finished or `limit`; returns whether
+    /// all finished.
+    pub fn run(&mut self, limit: Instant) -> bool {
+        loop {
+            self.deliver_due();
+            self.server.handle_timeout(self.now);
+            self.drain_server();
+            self.drain_clients();
+            let all_done = !self.nodes.is_empty()
+                && self.nodes.iter().all(|n| n.done_at.is_some())
+                && self.queue.is_empty();
+            if all_done {
+                return true;
+            }
+            let clients = (self.nodes.iter())
+                .filter_map(|n| n.ep.as_ref().filter(|_| n.done_at.is_none()))
+                .filter_map(|ep| ep.poll_timeout());
+            let next = (self.server.poll_timeout().into_iter())
+                .chain(self.queue.peek().map(|r| r.0.0))
+                .chain(clients)
+                .min();
+            match next {
+                None => return self.nodes.iter().all(|n| n.done_at.is_some()),
+                Some(t) if t > limit => return false,
+                Some(t) => self.now = t.max(self.now),
+            }
+        }
+    }
+
+    /// Each receiver's outcome.
+    pub fn reports(&self) -> Vec<LanReport> {
+        (self.nodes.iter())
+            .map(|n| {
+                let ep = n.ep.as_ref();
+                LanReport {
+                    outcomes: ep.map_or(Vec::new(), |e| e.outcomes()),
+                    delay: n.done_at.map(|t| t - n.spec.join_at),
+                    files: ep.map_or(BTreeMap::new(), |e| e.store().files().clone()),
+                    blocks_written: ep.map_or(0, |e| e.store().blocks_written),
+                    stats: ep.map_or(Default::default(), |e| e.stats()),
+                    useful: n.useful + ep.map_or(0, |e| e.client_stats().useful),
+                }
+            })
+            .collect()
+    }
+}

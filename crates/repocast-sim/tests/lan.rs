@@ -1,0 +1,212 @@
+//! The shipped configuration (`Profile::Lan`: what `serve` and `get` run)
+//! through the endpoints' byte interfaces on a virtual LAN: overlapping
+//! requests at 2-50% loss, a late joiner, a receiver killed and restarted,
+//! bad names, and a silent server. Every item ends verified (compared with
+//! the source bytes) or failed with a reason.
+//! Replay a failing seed with `REPOCAST_SEED=<n>`.
+
+use repocast_core::Instant;
+use repocast_core::endpoint::client::Want;
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
+use repocast_sim::lan::{LanClient, VirtualLan};
+use std::time::Duration;
+
+fn seed() -> u64 {
+    std::env::var("REPOCAST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11)
+}
+
+/// Items of 0 bytes to 1.2 MiB (several blocks at 1,280-byte symbols).
+fn items(seed: u64) -> Vec<(String, Vec<u8>)> {
+    let mut r = Rng::new(seed);
+    let sizes = [0usize, 1, 1280, 70_000, 300_000, 1_200_000, 5_000, 40_000];
+    (sizes.iter().enumerate())
+        .map(|(i, &n)| {
+            let bytes = (0..n).map(|_| r.next_u64() as u8).collect();
+            (format!("dir/item{i}.bin"), bytes)
+        })
+        .collect()
+}
+
+fn names(ids: &[usize]) -> Want {
+    Want::Items(ids.iter().map(|i| format!("dir/item{i}.bin")).collect())
+}
+
+fn lan(seed: u64, data: &[(String, Vec<u8>)]) -> VirtualLan {
+    VirtualLan::new(
+        Profile::Lan,
+        |c| {
+            c.seed = seed;
+            // Many blocks per item, as in files of hundreds of MiB.
+            c.max_block_symbols = 64;
+            c.set_rate(20_000_000, false).expect("rate");
+        },
+        data.to_vec(),
+        LossSpec::NONE,
+    )
+    .expect("server")
+}
+
+fn client(want: Want, loss: f64, join_ms: u64) -> LanClient {
+    LanClient {
+        want,
+        loss: LossSpec::Bernoulli { p: loss },
+        join_at: Instant::from_micros(join_ms * 1000),
+        crash_at: None,
+    }
+}
+
+/// Every outcome verified, and each file equal to its source.
+fn assert_verified(h: &VirtualLan, data: &[(String, Vec<u8>)], seed: u64) {
+    for (i, r) in h.reports().iter().enumerate() {
+        assert!(
+            !r.outcomes.is_empty(),
+            "seed {seed}: client {i} had nothing"
+        );
+        for o in &r.outcomes {
+            assert_eq!(o.result, Ok(()), "seed {seed}: client {i}: {}", o.name);
+            let src = data.iter().find(|d| d.0 == o.name).expect("known name");
+            assert_eq!(
+                r.files.get(&o.name),
+                Some(&src.1),
+                "seed {seed}: {}",
+                o.name
+            );
+        }
+    }
+}
+
+#[test]
+fn four_overlapping_clients_at_2_to_50_percent_loss_all_verify() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    let plan: [(&[usize], f64); 4] = [
+        (&[0, 1, 5, 3], 0.02),
+        (&[5, 4, 2], 0.05),
+        (&[4, 3, 6, 7], 0.20),
+        (&[5, 6, 1], 0.50),
+    ];
+    for (ids, loss) in plan {
+        h.add_client(client(names(ids), loss, 0));
+    }
+    assert!(
+        h.run(Instant::from_micros(120_000_000)),
+        "seed {s}: unfinished"
+    );
+    assert_verified(&h, &data, s);
+    let st = h.server().server().stats();
+    // Overlapping requests aggregate: each non-empty item is scheduled
+    // once (then repaired), and the channel carries little more than the
+    // 50% client alone needs of what it shares with the others.
+    assert_eq!(
+        st.transmissions - st.repair_transmissions,
+        7,
+        "seed {s}: {st:?}"
+    );
+    let distinct: u64 = data.iter().map(|d| d.1.len().div_ceil(1280) as u64).sum();
+    assert!(
+        (st.data_packets as f64) < distinct as f64 / 0.5 * 1.2,
+        "seed {s}: {st:?}"
+    );
+}
+
+#[test]
+fn announcements_go_out_three_times_and_survive_loss() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.add_client(client(names(&[2, 3]), 0.3, 0));
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    assert_verified(&h, &data, s);
+    let r = &h.reports()[0];
+    // Three copies of each announcement reach the client's socket (each
+    // then through its 30% loss): more datagrams than data packets used.
+    assert!(r.stats.datagrams > r.useful, "{:?} {}", r.stats, r.useful);
+}
+
+#[test]
+fn a_late_joiner_catches_the_transmission_on_air() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.add_client(client(names(&[5]), 0.05, 0));
+    // Joins a quarter into item 5's first transmission (about 0.5 s).
+    h.add_client(client(names(&[5]), 0.05, 120));
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    assert_verified(&h, &data, s);
+    let st = h.server().server().stats();
+    assert_eq!(st.transmissions - st.repair_transmissions, 1, "{st:?}");
+}
+
+#[test]
+fn a_client_killed_mid_item_resumes_with_its_verified_blocks() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    let mut c = client(names(&[5]), 0.05, 0);
+    c.crash_at = Some(Instant::from_micros(300_000));
+    h.add_client(c);
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    assert_verified(&h, &data, s);
+    let r = &h.reports()[0];
+    let blocks = data[5].1.len().div_ceil(1280).div_ceil(64) as u64;
+    let (resumed, written) = (r.stats.resumed_blocks, r.blocks_written);
+    // Killed at 0.3 s of about 0.5 s: some blocks were verified, and they
+    // are neither decoded nor written again.
+    assert!(
+        resumed > 0 && resumed < blocks,
+        "resumed {resumed} of {blocks}"
+    );
+    assert_eq!(
+        written + resumed,
+        blocks,
+        "written {written}, resumed {resumed}"
+    );
+}
+
+#[test]
+fn unknown_names_fail_with_a_reason_and_the_rest_verify() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.add_client(client(
+        Want::Items(vec!["dir/item3.bin".into(), "nope.bin".into()]),
+        0.05,
+        0,
+    ));
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    let r = &h.reports()[0];
+    assert_eq!(r.outcomes[0].result, Ok(()));
+    assert_eq!(r.outcomes[1].result, Err("no such item".into()));
+}
+
+#[test]
+fn all_fetches_the_whole_catalogue() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.add_client(client(Want::All, 0.1, 0));
+    assert!(h.run(Instant::from_micros(120_000_000)), "seed {s}");
+    assert_verified(&h, &data, s);
+    assert_eq!(h.reports()[0].outcomes.len(), data.len());
+}
+
+#[test]
+fn a_server_that_never_sends_data_fails_the_request_at_the_idle_timeout() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.idle_timeout = Duration::from_secs(5);
+    // 100% loss on the client's link: manifests come, no datagram does.
+    h.add_client(client(names(&[4]), 1.0, 0));
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    let r = &h.reports()[0];
+    let err = r.outcomes[0].result.clone().expect_err("cannot verify");
+    assert!(err.contains("nothing heard"), "{err}");
+    assert!(r.delay.expect("ended") >= Duration::from_secs(5));
+}
