@@ -91,6 +91,7 @@ impl Display {
                 }
                 None => {}
             },
+            Progress::Join(_) => {}
             Progress::Failed { name, reason } => {
                 let line = format!("{}{name}: FAILED: {reason}", self.prefix);
                 match &self.multi {

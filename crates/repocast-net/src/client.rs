@@ -1,29 +1,32 @@
-//! `repocast get` and `repocast ls`: the core's [`Client`] on real sockets.
+//! `repocast get` and `repocast ls`: the core's [`ClientEndpoint`] on real
+//! sockets.
 //!
-//! One task owns the state machine and the [`Store`]. It says hello on the
-//! request connection, learns the multicast groups from the welcome, joins
-//! them, then requests; it selects over control frames, data and
-//! announcement datagrams (through the optional loss emulation), and the
-//! core's next deadline; verified blocks go to disk as they come, and an
-//! assembled item is hashed and renamed into place before the core is told.
+//! One task owns the endpoint and its [`Store`]. It connects, feeds the
+//! endpoint what the request connection and the two groups deliver
+//! (through the optional [`LossySocket`] emulation), wakes it at its
+//! deadline, writes the frames it gives, and joins the groups when the
+//! endpoint says so. Requesting, decoding, the memory bound, storing,
+//! verifying and every outcome are the endpoint's.
 
+use crate::fault::LossySocket;
 use crate::socket::{self, Interface};
-use crate::store::{Resume, Store};
+use crate::store::Store;
 use crate::{NetError, core_now};
-use repocast_core::ItemId;
-use repocast_core::client::{Client, ClientConfig, ClientEvent, ClientStats};
-use repocast_core::loss::{LossModel, LossSpec};
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::store::{BlockStore, MemoryStore};
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
 use repocast_core::wire::control::{CatalogueEntry, Channels};
-use repocast_core::wire::frame::{FrameDecoder, encode_frame};
-use repocast_core::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
+
+pub use repocast_core::client::ClientStats;
+pub use repocast_core::endpoint::client::{Event as Progress, Outcome};
 
 /// What to fetch and how.
 #[derive(Debug, Clone)]
@@ -56,41 +59,6 @@ pub struct GetOptions {
 /// Default memory for partially received blocks.
 pub const MEMORY_BUDGET: u64 = 64 << 20;
 
-/// Keeps partially received blocks within `budget` bytes: when over it,
-/// moves the least recently fed blocks' symbols to the store's spill file
-/// until half the budget is in use.
-fn evict(
-    client: &mut Client,
-    store: &mut Store,
-    lru: &mut HashMap<(ItemId, u32), u64>,
-    symbol_sizes: &HashMap<ItemId, u64>,
-    budget: u64,
-) -> Result<u64, NetError> {
-    let held = |c: &Client, (i, b): (ItemId, u32)| {
-        c.held_symbols(i, b) as u64 * symbol_sizes.get(&i).copied().unwrap_or(0)
-    };
-    let mut total: u64 = lru.keys().map(|k| held(client, *k)).sum();
-    if total <= budget {
-        return Ok(0);
-    }
-    let mut spilled = 0;
-    let mut order: Vec<((ItemId, u32), u64)> = lru.iter().map(|(k, v)| (*k, *v)).collect();
-    order.sort_by_key(|(_, t)| *t);
-    for (key, _) in order {
-        if total <= budget / 2 {
-            break;
-        }
-        let bytes = held(client, key);
-        if let Some(syms) = client.evict(key.0, key.1) {
-            store.spill(key.0, key.1, &syms)?;
-            total = total.saturating_sub(bytes);
-            spilled += 1;
-        }
-        lru.remove(&key);
-    }
-    Ok(spilled)
-}
-
 impl GetOptions {
     /// Defaults for fetching `items` from `server` into `out`.
     pub fn new(server: SocketAddr, out: PathBuf, items: Vec<String>) -> Self {
@@ -108,35 +76,6 @@ impl GetOptions {
             memory_budget: MEMORY_BUDGET,
         }
     }
-}
-
-/// Progress, for a display.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Progress {
-    /// An item's manifest: its name and size, and bytes already on disk.
-    Item {
-        item: ItemId,
-        name: String,
-        size: u64,
-        resumed: u64,
-    },
-    /// Bytes verified and written for an item.
-    Bytes { item: ItemId, bytes: u64 },
-    /// An item is verified and in place.
-    Complete { item: ItemId },
-    /// An item failed.
-    Failed { name: String, reason: String },
-}
-
-/// One item's outcome.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
-    /// Its name.
-    pub name: String,
-    /// Its size.
-    pub size: u64,
-    /// Verified and in place; otherwise why not.
-    pub result: Result<(), String>,
 }
 
 /// How a `get` went.
@@ -167,99 +106,142 @@ impl GetReport {
     }
 }
 
-async fn send(wr: &mut OwnedWriteHalf, m: &ClientMsg) -> Result<(), NetError> {
-    let mut body = Vec::new();
-    m.emit(&mut body);
-    let mut frame = Vec::new();
-    encode_frame(&body, &mut frame);
-    wr.write_all(&frame)
-        .await
-        .map_err(|e| NetError::Connection(e.to_string()))
-}
-
-async fn next_msg(rd: &mut OwnedReadHalf, dec: &mut FrameDecoder) -> Result<ServerMsg, NetError> {
-    let mut buf = [0u8; 16 << 10];
-    loop {
-        if let Some(f) = dec
-            .next_frame()
-            .map_err(|e| NetError::Protocol(e.to_string()))?
-        {
-            return ServerMsg::parse(&f)
-                .map_err(|e| NetError::Protocol(format!("server sent {e}")));
-        }
-        let n = rd
-            .read(&mut buf)
-            .await
-            .map_err(|e| NetError::Connection(e.to_string()))?;
-        if n == 0 {
-            return Err(NetError::Connection("server closed the connection".into()));
-        }
-        dec.extend(&buf[..n]);
-    }
-}
-
-async fn connect(server: SocketAddr) -> Result<(OwnedReadHalf, OwnedWriteHalf), NetError> {
-    let sock = tokio::time::timeout(Duration::from_secs(10), TcpStream::connect(server))
+async fn connect(server: SocketAddr) -> Result<TcpStream, NetError> {
+    let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(server))
         .await
         .map_err(|_| NetError::Connection(format!("{server}: timed out")))?
         .map_err(|e| NetError::Connection(format!("{server}: {e}")))?;
     let _ = sock.set_nodelay(true);
-    Ok(sock.into_split())
+    Ok(sock)
 }
 
-/// Hello, then the catalogue; returns the welcome's channels too.
-async fn hello_and_list(
-    rd: &mut OwnedReadHalf,
-    wr: &mut OwnedWriteHalf,
-    dec: &mut FrameDecoder,
-    list: bool,
-) -> Result<(ServerMsg, Vec<CatalogueEntry>), NetError> {
-    send(
-        wr,
-        &ClientMsg::Hello {
-            name: format!("repocast-get/{}", std::process::id()),
-        },
-    )
-    .await?;
-    if list {
-        send(wr, &ClientMsg::ListCatalogue).await?;
+/// How long a TCP connect may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most datagrams read from one group per wake-up (then the others get a
+/// turn).
+const RECV_BATCH: usize = 512;
+
+/// The two groups, joined once the server has said where they are.
+struct Groups {
+    data: LossySocket,
+    announce: LossySocket,
+}
+
+/// Where to join and how to receive.
+struct Join<'a> {
+    interface: &'a Interface,
+    ssm: bool,
+    loss: LossSpec,
+    seed: u64,
+}
+
+impl Join<'_> {
+    fn join(&self, ch: &Channels) -> Result<Groups, NetError> {
+        let (Some(data), Some(announce)) = (ch.data, ch.announce) else {
+            return Err(NetError::Protocol(
+                "the server named no multicast groups".into(),
+            ));
+        };
+        let src = if self.ssm { ch.source } else { None };
+        Ok(Groups {
+            data: LossySocket::new(
+                socket::receiver(&data, self.interface, src)?,
+                self.loss,
+                self.seed ^ 0x1055,
+            ),
+            announce: LossySocket::new(
+                socket::receiver(&announce, self.interface, src)?,
+                self.loss,
+                self.seed ^ 0x00a1_055a,
+            ),
+        })
     }
-    let welcome = match next_msg(rd, dec).await? {
-        w @ ServerMsg::Welcome { .. } => w,
-        other => {
-            return Err(NetError::Protocol(format!(
-                "expected welcome, got {other:?}"
-            )));
+}
+
+async fn readable(g: Option<&LossySocket>) {
+    match g {
+        Some(s) => {
+            let _ = s.readable().await;
         }
-    };
-    let mut entries = Vec::new();
-    let mut more = list;
-    while more {
-        match next_msg(rd, dec).await? {
-            ServerMsg::Catalogue {
-                entries: e,
-                more: m,
-            } => {
-                entries.extend(e);
-                more = m;
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs `ep` on `sock` until it is finished; returns the groups (for their
+/// counters) if it joined them.
+async fn drive<S: BlockStore>(
+    ep: &mut ClientEndpoint<S>,
+    sock: TcpStream,
+    start: std::time::Instant,
+    join: Option<&Join<'_>>,
+    progress: Option<&mpsc::UnboundedSender<Progress>>,
+) -> Result<Option<Groups>, NetError> {
+    let (mut rd, mut wr) = sock.into_split();
+    let mut groups: Option<Groups> = None;
+    let (mut out, mut tcp, mut dgram) = (Vec::new(), vec![0u8; 64 << 10], vec![0u8; 65536]);
+    loop {
+        while ep.poll_transmit(&mut out) {
+            if wr.write_all(&out).await.is_err() {
+                ep.handle_close(core_now(start));
             }
-            other => {
-                return Err(NetError::Protocol(format!(
-                    "expected catalogue, got {other:?}"
-                )));
+        }
+        while let Some(ev) = ep.poll_event() {
+            match ev {
+                Progress::Join(ch) => {
+                    if let Some(j) = join {
+                        groups = Some(j.join(&ch)?);
+                    }
+                }
+                ev => {
+                    if let Some(tx) = progress {
+                        let _ = tx.send(ev);
+                    }
+                }
             }
+        }
+        if ep.is_finished() {
+            return Ok(groups);
+        }
+        let deadline = crate::sleep_target(ep.poll_timeout(), start);
+        tokio::select! {
+            r = rd.read(&mut tcp) => match r {
+                Ok(0) | Err(_) => ep.handle_close(core_now(start)),
+                Ok(n) => ep.handle_stream(core_now(start), &tcp[..n]),
+            },
+            _ = readable(groups.as_ref().map(|g| &g.data)) => {
+                if let Some(g) = groups.as_mut() {
+                    for _ in 0..RECV_BATCH {
+                        let Some((n, _)) = g.data.try_recv(&mut dgram) else { break };
+                        ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+                    }
+                }
+            }
+            _ = readable(groups.as_ref().map(|g| &g.announce)) => {
+                if let Some(g) = groups.as_mut() {
+                    for _ in 0..RECV_BATCH {
+                        let Some((n, _)) = g.announce.try_recv(&mut dgram) else { break };
+                        ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
+                    }
+                }
+            }
+            _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
         }
     }
-    Ok((welcome, entries))
 }
 
 /// `repocast ls`: the server's catalogue.
 pub async fn list(server: SocketAddr) -> Result<Vec<CatalogueEntry>, NetError> {
-    let (mut rd, mut wr) = connect(server).await?;
-    let mut dec = FrameDecoder::default();
-    let (_, entries) = hello_and_list(&mut rd, &mut wr, &mut dec, true).await?;
-    let _ = send(&mut wr, &ClientMsg::Bye).await;
-    Ok(entries)
+    let sock = connect(server).await?;
+    let start = std::time::Instant::now();
+    let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Catalogue);
+    cfg.idle_timeout = CONNECT_TIMEOUT;
+    let mut ep = ClientEndpoint::new(core_now(start), cfg, MemoryStore::default());
+    // The catalogue needs no groups: none are joined.
+    drive(&mut ep, sock, start, None, None).await?;
+    match ep.outcomes().first().map(|o| o.result.clone()) {
+        Some(Err(why)) => Err(NetError::Protocol(why)),
+        _ => Ok(ep.catalogue().to_vec()),
+    }
 }
 
 /// `repocast get`: fetches the items into `opts.out`, resuming from a
@@ -269,296 +251,42 @@ pub async fn get(
     progress: Option<mpsc::UnboundedSender<Progress>>,
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
-    let (mut rd, mut wr) = connect(opts.server).await?;
-    let mut dec = FrameDecoder::default();
-    let (welcome, catalogue) = hello_and_list(&mut rd, &mut wr, &mut dec, opts.all).await?;
-    let ServerMsg::Welcome { channels, .. } = welcome.clone() else {
-        return Err(NetError::Protocol("no welcome".into()));
-    };
-    let Channels {
-        data: Some(data_group),
-        announce: Some(ann_group),
-        source,
-        ..
-    } = channels
-    else {
-        return Err(NetError::Protocol(
-            "the server named no multicast groups".into(),
-        ));
-    };
-    let src = if opts.ssm { source } else { None };
-    let data = socket::receiver(&data_group, &opts.interface, src)?;
-    let ann = socket::receiver(&ann_group, &opts.interface, src)?;
-    let names: Vec<String> = if opts.all {
-        catalogue.into_iter().map(|e| e.name).collect()
+    let sock = connect(opts.server).await?;
+    let store = Store::new(&opts.out, opts.journal_batch)?;
+    let mut client = Profile::Lan.client();
+    client.seed = opts.seed;
+    let want = if opts.all {
+        Want::All
     } else {
-        opts.items.clone()
+        Want::Items(opts.items.clone())
     };
-    let mut store = Store::new(&opts.out, opts.journal_batch)?;
-    let mut client = Client::new(ClientConfig {
-        seed: opts.seed,
-        payloads: true,
-        name: "get".into(),
-        loss_reports: true,
-        ..Default::default()
-    });
-    let mut loss = LossModel::new(opts.loss, opts.seed ^ 0x1055);
-    let report = |p: Progress| {
-        if let Some(tx) = &progress {
-            let _ = tx.send(p);
-        }
-    };
+    let mut cfg = ClientEndpointConfig::new(client, want);
+    cfg.idle_timeout = opts.idle_timeout;
+    cfg.memory_budget = opts.memory_budget;
     let start = std::time::Instant::now();
-    client.handle_server_msg(core_now(start), welcome);
-    if names.is_empty() {
-        return Ok(GetReport {
-            items: vec![],
-            elapsed: started.elapsed(),
-            stats: client.stats(),
-            datagrams: 0,
-            emulated_losses: 0,
-            malformed: 0,
-            resumed_blocks: 0,
-            spilled_blocks: 0,
-        });
-    }
-    client.request(
-        core_now(start),
-        names.iter().cloned().map(ItemSel::Name).collect(),
-    );
-    let mut outcomes: BTreeMap<String, Outcome> = BTreeMap::new();
-    let mut sizes: BTreeMap<ItemId, (String, u64)> = BTreeMap::new();
-    let (mut datagrams, mut dropped, mut malformed, mut resumed) = (0u64, 0u64, 0u64, 0u64);
-    let mut dbuf = vec![0u8; 65536];
-    let mut abuf = vec![0u8; 65536];
-    let mut tcp_buf = vec![0u8; 64 << 10];
-    let mut last_heard = std::time::Instant::now();
-    // Partial blocks in memory, by when they last gained a symbol.
-    let mut lru: HashMap<(ItemId, u32), u64> = HashMap::new();
-    let mut tick = 0u64;
-    let mut spilled = 0u64;
-    let mut symbol_sizes: HashMap<ItemId, u64> = HashMap::new();
-    loop {
-        // Drain the core: messages to the server, events to disk.
-        while let Some(m) = client.poll_transmit() {
-            tracing::trace!("to server: {m:?}");
-            send(&mut wr, &m).await?;
-        }
-        while let Some(ev) = client.poll_event() {
-            let now = core_now(start);
-            match ev {
-                ClientEvent::Welcome(_) | ClientEvent::Done => {}
-                ClientEvent::Manifest(m) => {
-                    sizes.insert(m.item, (m.name.clone(), m.size));
-                    symbol_sizes.insert(m.item, m.fec.symbol_size as u64);
-                    match store.open(&m) {
-                        Ok(Resume::Complete) => {
-                            let layout = repocast_core::fec::layout::Layout::new(m.size, &m.fec)
-                                .map_err(|e| NetError::Protocol(e.to_string()))?;
-                            report(Progress::Item {
-                                item: m.item,
-                                name: m.name.clone(),
-                                size: m.size,
-                                resumed: m.size,
-                            });
-                            for b in 0..layout.blocks() {
-                                client.resume_block(m.item, b);
-                            }
-                        }
-                        Ok(Resume::Blocks(bs)) => {
-                            let layout = repocast_core::fec::layout::Layout::new(m.size, &m.fec)
-                                .map_err(|e| NetError::Protocol(e.to_string()))?;
-                            let bytes: u64 = bs.iter().map(|&b| layout.block_len(b)).sum();
-                            report(Progress::Item {
-                                item: m.item,
-                                name: m.name.clone(),
-                                size: m.size,
-                                resumed: bytes,
-                            });
-                            resumed += bs.len() as u64;
-                            for b in bs {
-                                client.resume_block(m.item, b);
-                            }
-                        }
-                        Err(e) => client.abandon(m.item, e.to_string()),
-                    }
-                }
-                ClientEvent::BlockVerified {
-                    item,
-                    block,
-                    offset,
-                    data,
-                } => {
-                    lru.remove(&(item, block));
-                    match store.write_block(item, block, offset, &data) {
-                        Ok(()) => report(Progress::Bytes {
-                            item,
-                            bytes: data.len() as u64,
-                        }),
-                        Err(e) => client.abandon(item, e.to_string()),
-                    }
-                }
-                ClientEvent::ItemAssembled(item) => {
-                    let t = std::time::Instant::now();
-                    let finished = store.finish(item);
-                    tracing::debug!(
-                        "item {}: every block in; synced, hashed and renamed in {:?}",
-                        item.0,
-                        t.elapsed()
-                    );
-                    let ok = match finished {
-                        Ok(ok) => ok,
-                        Err(e) => {
-                            client.abandon(item, e.to_string());
-                            continue;
-                        }
-                    };
-                    client.confirm_item(now, item, ok);
-                }
-                ClientEvent::ItemComplete(item) => {
-                    report(Progress::Complete { item });
-                    if let Some((name, size)) = sizes.get(&item) {
-                        outcomes.insert(
-                            name.clone(),
-                            Outcome {
-                                name: name.clone(),
-                                size: *size,
-                                result: Ok(()),
-                            },
-                        );
-                    }
-                }
-                ClientEvent::ItemFailed { item, name, reason } => {
-                    let name = item
-                        .and_then(|i| sizes.get(&i).map(|s| s.0.clone()))
-                        .unwrap_or(name);
-                    let size = item.and_then(|i| sizes.get(&i).map(|s| s.1)).unwrap_or(0);
-                    report(Progress::Failed {
-                        name: name.clone(),
-                        reason: reason.clone(),
-                    });
-                    outcomes.insert(
-                        name.clone(),
-                        Outcome {
-                            name,
-                            size,
-                            result: Err(reason),
-                        },
-                    );
-                }
-            }
-        }
-        if client.is_finished() {
-            // The last events may have queued reports (the final item's
-            // done): send them before leaving. (Testing for them with
-            // `poll_transmit` would take one off the queue unsent, and the
-            // server would wait out its report timeout and send the item
-            // again.)
-            while let Some(m) = client.poll_transmit() {
-                tracing::trace!("to server: {m:?}");
-                send(&mut wr, &m).await?;
-            }
-            break;
-        }
-        if last_heard.elapsed() > opts.idle_timeout {
-            break;
-        }
-        let deadline = client.poll_timeout().map(|t| {
-            // Capped: a deadline from the wire must not overflow the timer.
-            let wait =
-                Duration::from_nanos(t.as_nanos().saturating_sub(core_now(start).as_nanos()))
-                    .min(Duration::from_secs(3600));
-            tokio::time::Instant::now() + wait
-        });
-        let idle = tokio::time::Instant::now() + opts.idle_timeout;
-        tokio::select! {
-            r = rd.read(&mut tcp_buf) => {
-                let n = r.map_err(|e| NetError::Connection(e.to_string()))?;
-                if n == 0 {
-                    break;
-                }
-                last_heard = std::time::Instant::now();
-                dec.extend(&tcp_buf[..n]);
-                while let Some(f) = dec.next_frame().map_err(|e| NetError::Protocol(e.to_string()))? {
-                    match ServerMsg::parse(&f) {
-                        Ok(m) => client.handle_server_msg(core_now(start), m),
-                        Err(e) => return Err(NetError::Protocol(format!("server sent {e}"))),
-                    }
-                }
-            }
-            r = data.readable() => {
-                if r.is_ok() {
-                    // Drain what the socket holds (bounded) before looking
-                    // at anything else: one wake-up per batch, not per packet.
-                    for _ in 0..512 {
-                        let Ok((n, _)) = data.try_recv_from(&mut dbuf) else { break };
-                        datagrams += 1;
-                        if loss.lose() {
-                            dropped += 1;
-                            continue;
-                        }
-                        match DataRepr::parse(&dbuf[..n]) {
-                                                        Ok(p) => {
-                                let key = (p.item, p.block.0);
-                                if store.is_spilled(p.item, p.block.0) {
-                                    let syms = store.unspill(p.item, p.block.0)?;
-                                    client.restore(p.item, p.block.0, syms);
-                                }
-                                if client.handle_data(core_now(start), &p) {
-                                    tick += 1;
-                                    lru.insert(key, tick);
-                                }
-                                if tick % 256 == 0 {
-                                    spilled += evict(&mut client, &mut store, &mut lru, &symbol_sizes, opts.memory_budget)?;
-                                }
-                            }
-                            Err(_) => malformed += 1,
-                        }
-                    }
-                    last_heard = std::time::Instant::now();
-                }
-            }
-            r = ann.readable() => {
-                if r.is_ok() {
-                    for _ in 0..64 {
-                        let Ok((n, _)) = ann.try_recv_from(&mut abuf) else { break };
-                        datagrams += 1;
-                        if loss.lose() {
-                            dropped += 1;
-                            continue;
-                        }
-                        match AnnounceRepr::parse(&abuf[..n]) {
-                            Ok(a) => client.handle_announce(core_now(start), &a),
-                            Err(_) => malformed += 1,
-                        }
-                    }
-                }
-            }
-            _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
-                client.handle_timeout(core_now(start));
-            }
-            _ = tokio::time::sleep_until(idle) => {}
-        }
-    }
-    let _ = send(&mut wr, &ClientMsg::Bye).await;
-    for n in &names {
-        outcomes.entry(n.clone()).or_insert_with(|| Outcome {
-            name: n.clone(),
-            size: 0,
-            result: Err(
-                "not received: the server went away or nothing was heard for too long".into(),
-            ),
-        });
-    }
-    let stats = client.stats();
+    let mut ep = ClientEndpoint::new(core_now(start), cfg, store);
+    let join = Join {
+        interface: &opts.interface,
+        ssm: opts.ssm,
+        loss: opts.loss,
+        seed: opts.seed,
+    };
+    let groups = drive(&mut ep, sock, start, Some(&join), progress.as_ref()).await?;
+    let (received, dropped) = groups.as_ref().map_or((0, 0), |g| {
+        (
+            g.data.received + g.announce.received,
+            g.data.dropped + g.announce.dropped,
+        )
+    });
+    let st = ep.stats();
     Ok(GetReport {
-        items: names.iter().filter_map(|n| outcomes.remove(n)).collect(),
+        items: ep.outcomes(),
         elapsed: started.elapsed(),
-        stats,
-        datagrams,
+        stats: ep.client_stats(),
+        datagrams: received,
         emulated_losses: dropped,
-        malformed,
-        resumed_blocks: resumed,
-        spilled_blocks: spilled,
+        malformed: st.malformed,
+        resumed_blocks: st.resumed_blocks,
+        spilled_blocks: st.spilled_blocks,
     })
 }

@@ -30,6 +30,12 @@ pub enum NetError {
     /// The configuration or the command line is wrong.
     #[error("{0}")]
     Config(String),
+    /// The server's settings or repository cannot be served.
+    #[error("server configuration: {0}")]
+    Server(#[from] repocast_core::server::ServerError),
+    /// A background task failed.
+    #[error("task: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 impl NetError {

@@ -12,6 +12,7 @@
 pub mod addr;
 pub mod client;
 pub mod error;
+pub mod fault;
 pub mod metrics;
 pub mod repo;
 pub mod server;
@@ -23,4 +24,26 @@ pub use error::NetError;
 /// Nanoseconds since `start`, as the core's [`repocast_core::Instant`].
 pub(crate) fn core_now(start: std::time::Instant) -> repocast_core::Instant {
     repocast_core::Instant::from_nanos(start.elapsed().as_nanos() as u64)
+}
+
+/// The tokio instant of a core deadline (capped at an hour from now, so a
+/// far deadline cannot overflow the timer).
+pub(crate) fn sleep_target(
+    deadline: Option<repocast_core::Instant>,
+    start: std::time::Instant,
+) -> Option<tokio::time::Instant> {
+    deadline.map(|t| {
+        let now = core_now(start);
+        let wait = std::time::Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
+            .min(std::time::Duration::from_secs(3600));
+        tokio::time::Instant::now() + wait
+    })
+}
+
+/// Sleeps until `target`, or forever when there is none.
+pub(crate) async fn sleep_until(target: Option<tokio::time::Instant>) {
+    match target {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
 }

@@ -1,30 +1,34 @@
-//! `repocast serve`: the core's [`Server`] on real sockets.
+//! `repocast serve`: the core's [`ServerEndpoint`] on real sockets.
 //!
-//! One task owns the state machine. It selects over new request
-//! connections, control frames from them, the core's next deadline (the
-//! core paces the data channel with its token bucket), a metrics tick and
-//! shutdown, and after each wake-up drains `poll_transmit`: data to the data
-//! group, announcements to the announcement group, control messages to the
-//! connection they are for. Each connection has a reader task (frames in,
-//! parsed and checked) and a writer task (frames out).
+//! One task owns the endpoint. It selects over new request connections,
+//! bytes read from them, the endpoint's next deadline (the core paces the
+//! data channel with its token bucket), a metrics tick and shutdown, and
+//! after each wake-up drains `poll_transmit` (datagrams to the data or
+//! announcement group, frames to the connection they are for) and
+//! `poll_close`. Each connection has a reader task (bytes in, through a
+//! bounded channel, so a fast peer waits on TCP rather than growing
+//! memory) and a writer task (frames out, through a queue of the
+//! endpoint's limit: a peer that does not read is closed). Framing,
+//! parsing and every limit are the endpoint's.
 
 use crate::addr;
 use crate::metrics::{self, Shared, Snapshot};
 use crate::repo::Repository;
 use crate::socket::{self, Interface};
 use crate::{NetError, core_now};
+use repocast_core::endpoint::Dest;
+use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::fec::CodeKind;
 use repocast_core::policy::Scheme;
+use repocast_core::profile::Profile;
 use repocast_core::sched::SchedulerKind;
-use repocast_core::server::{Server, ServerConfig, ServerStats, Transmit};
+use repocast_core::server::ServerStats;
+use repocast_core::wire::FecParams;
 use repocast_core::wire::control::Channels;
-use repocast_core::wire::frame::{FrameDecoder, encode_frame};
-use repocast_core::wire::{ClientMsg, FecParams};
 use repocast_core::{ClientId, SessionId};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -72,8 +76,10 @@ pub struct ServeOptions {
 }
 
 impl ServeOptions {
-    /// Defaults for serving `dir` on the LAN (see [`crate::addr`]).
+    /// Defaults for serving `dir` on the LAN (see [`crate::addr`]), with
+    /// the protocol settings of [`Profile::Lan`].
     pub fn new(dir: PathBuf) -> Self {
+        let lan = Profile::Lan.server();
         ServeOptions {
             dir,
             listen: (Ipv4Addr::UNSPECIFIED, addr::REQUEST_PORT).into(),
@@ -82,30 +88,23 @@ impl ServeOptions {
             interface: Interface::default(),
             ttl: 1,
             rate_bps: 100_000_000,
-            scheme: default_scheme(),
-            scheduler: SchedulerKind::Rq,
-            code: CodeKind::RaptorQ,
-            symbol_size: 1280,
+            scheme: lan.scheme,
+            scheduler: lan.scheduler,
+            code: lan.code,
+            symbol_size: lan.symbol_size,
             max_block: None,
             metrics: Some((Ipv4Addr::UNSPECIFIED, addr::METRICS_PORT).into()),
             source: None,
-            seed: 1,
-            nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
-            report_timeout: Duration::from_millis(500),
+            seed: lan.seed,
+            nak_window: lan.nak_window,
+            report_timeout: lan.report_timeout,
         }
     }
 }
 
-/// The real server's default scheme, `FEC(maxloss+0.02)+R(inf)+notify`:
-/// redundancy matched to the worst receiver's measured loss, repair until
-/// done, and late joiners keep what they catch. (The core's default,
-/// FEC(0.01R)+R(0), is the study's best for large anonymous audiences.)
+/// The real server's default scheme (see [`Profile::Lan`]).
 pub fn default_scheme() -> Scheme {
-    Scheme {
-        fec: repocast_core::policy::FecPolicy::MaxLoss(0.02),
-        retransmit: repocast_core::policy::Retransmit::Always,
-        notify: true,
-    }
+    repocast_core::profile::lan_scheme()
 }
 
 /// A running server.
@@ -125,9 +124,7 @@ impl ServerHandle {
     /// Stops the server gracefully and returns its final counters.
     pub async fn stop(self) -> Result<ServerStats, NetError> {
         let _ = self.shutdown.send(true);
-        self.task
-            .await
-            .map_err(|e| NetError::Connection(format!("server task: {e}")))?
+        self.task.await.map_err(NetError::Task)?
     }
 
     /// The latest published snapshot.
@@ -139,15 +136,17 @@ impl ServerHandle {
     }
 }
 
+/// What a connection's reader task tells the pump.
 enum ConnEvent {
-    Msg(ClientId, ClientMsg),
-    Malformed,
+    Bytes(ClientId, Vec<u8>),
     Closed(ClientId),
 }
 
-/// Packet bytes on the wire for a symbol: our 31-byte header plus IP/UDP.
-fn packet_bits(symbol: u16, v6: bool) -> f64 {
-    (symbol as f64 + 31.0 + if v6 { 48.0 } else { 28.0 }) * 8.0
+/// Frames queued for one connection's writer, and its reader (aborted when
+/// the endpoint closes the connection).
+struct ConnTasks {
+    out: mpsc::Sender<Vec<u8>>,
+    reader: tokio::task::AbortHandle,
 }
 
 /// Scans the repository, binds every socket and starts serving.
@@ -159,10 +158,9 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         max_block_symbols: opts.max_block.unwrap_or(code.default_block_symbols()),
     };
     let dir = opts.dir.clone();
-    let fec2 = fec;
-    let repo = tokio::task::spawn_blocking(move || Repository::scan(&dir, &fec2))
+    let repo = tokio::task::spawn_blocking(move || Repository::scan(&dir, &fec))
         .await
-        .map_err(|e| NetError::Config(format!("scan: {e}")))??;
+        .map_err(NetError::Task)??;
     let listener = TcpListener::bind(opts.listen)
         .await
         .map_err(|e| NetError::socket(format!("listen on {}", opts.listen), e))?;
@@ -171,38 +169,26 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         .map_err(|e| NetError::socket("local address", e))?;
     let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl, opts.source)?;
     let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl, opts.source)?;
-    let interval = Duration::from_secs_f64(
-        packet_bits(opts.symbol_size, opts.data_group.is_ipv6()) / opts.rate_bps as f64,
+    let mut cfg = Profile::Lan.server();
+    cfg.session = SessionId(
+        (opts.seed as u32) ^ std::process::id().rotate_left(16) ^ request_addr.port() as u32,
     );
-    // Tokio wakes about once a millisecond, and a busy host can keep the
-    // sender off the CPU for several: let the bucket hold 10 ms of packets
-    // (between 16 and 256) so the long-run rate holds through such stalls.
-    let burst = ((0.010 / interval.as_secs_f64()).ceil() as u32).clamp(16, 256);
-    let cfg = ServerConfig {
-        session: SessionId(
-            (opts.seed as u32) ^ std::process::id().rotate_left(16) ^ request_addr.port() as u32,
-        ),
-        scheme: opts.scheme,
-        scheduler: opts.scheduler.clone(),
-        code,
-        symbol_size: opts.symbol_size,
-        max_block_symbols: fec.max_block_symbols,
-        packet_interval: interval,
-        burst,
-        payloads: true,
-        seed: opts.seed,
-        channels: Channels {
-            data: Some(opts.data_group),
-            announce: Some(opts.announce_group),
-            source: opts.source,
-            rate_bps: opts.rate_bps,
-        },
-        loss_aware_repairs: true,
-        nak_window: opts.nak_window,
-        report_timeout: opts.report_timeout,
-        ..ServerConfig::default()
+    cfg.scheme = opts.scheme;
+    cfg.scheduler = opts.scheduler.clone();
+    cfg.code = code;
+    cfg.symbol_size = opts.symbol_size;
+    cfg.max_block_symbols = fec.max_block_symbols;
+    cfg.seed = opts.seed;
+    cfg.nak_window = opts.nak_window;
+    cfg.report_timeout = opts.report_timeout;
+    cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
+    cfg.channels = Channels {
+        data: Some(opts.data_group),
+        announce: Some(opts.announce_group),
+        source: opts.source,
+        rate_bps: opts.rate_bps,
     };
-    let server = Server::new(cfg, repo.infos()).map_err(|e| NetError::Config(e.to_string()))?;
+    let endpoint = ServerEndpoint::new(cfg, Profile::Lan.limits(), repo.infos())?;
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
         items: repo.files.len(),
         scheme: opts.scheme.to_string(),
@@ -240,14 +226,13 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     );
     let (tx, rx) = watch::channel(false);
     let pump = Pump {
-        server,
+        endpoint,
         source: repo.source(),
         data,
         announce,
         data_group: opts.data_group,
         announce_group: opts.announce_group,
         conns: HashMap::new(),
-        malformed: Arc::new(AtomicU64::new(0)),
         shared: shared.clone(),
         start: std::time::Instant::now(),
     };
@@ -262,15 +247,17 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     })
 }
 
+/// Bytes-in messages the pump may hold from all readers before they wait.
+const READ_QUEUE: usize = 1024;
+
 struct Pump {
-    server: Server,
+    endpoint: ServerEndpoint,
     source: crate::repo::FileSource,
     data: tokio::net::UdpSocket,
     announce: tokio::net::UdpSocket,
     data_group: SocketAddr,
     announce_group: SocketAddr,
-    conns: HashMap<ClientId, mpsc::UnboundedSender<Vec<u8>>>,
-    malformed: Arc<AtomicU64>,
+    conns: HashMap<ClientId, ConnTasks>,
     shared: Shared,
     start: std::time::Instant,
 }
@@ -281,54 +268,55 @@ impl Pump {
         listener: TcpListener,
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<ServerStats, NetError> {
-        let (ev_tx, mut ev_rx) = mpsc::unbounded_channel::<ConnEvent>();
+        let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut buf = Vec::with_capacity(2048);
         loop {
             self.drain(&mut buf).await;
-            let deadline = self.server.poll_timeout().map(|t| {
-                let now = core_now(self.start);
-                let wait = Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
-                    .min(Duration::from_secs(3600));
-                tokio::time::Instant::now() + wait
-            });
+            let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
-                acc = listener.accept() => {
-                    if let Ok((sock, _)) = acc {
-                        self.connect(sock, ev_tx.clone());
+                acc = listener.accept() => match acc {
+                    Ok((sock, _)) => self.connect(sock, ev_tx.clone()),
+                    // Out of file descriptors (or another passing error):
+                    // back off instead of spinning on accept.
+                    Err(e) => {
+                        tracing::warn!("accept: {e}");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
                     }
-                }
+                },
                 Some(ev) = ev_rx.recv() => {
                     let now = core_now(self.start);
                     match ev {
-                        ConnEvent::Msg(c, m) => {
-                            tracing::trace!("client {c}: {m:?}");
-                            self.server.handle_client_msg(now, c, m)
-                        }
-                        ConnEvent::Malformed => {}
+                        ConnEvent::Bytes(c, b) => self.endpoint.handle_stream(now, c, &b),
                         ConnEvent::Closed(c) => {
                             self.conns.remove(&c);
-                            self.server.handle_disconnect(now, c);
+                            self.endpoint.handle_close(now, c);
                         }
                     }
                 }
-                _ = async { match deadline { Some(d) => tokio::time::sleep_until(d).await, None => std::future::pending().await } } => {
-                    self.server.handle_timeout(core_now(self.start));
+                _ = crate::sleep_until(deadline) => {
+                    self.endpoint.handle_timeout(core_now(self.start));
                 }
                 _ = tick.tick() => self.publish(),
                 _ = shutdown.changed() => break,
             }
         }
         self.publish();
-        Ok(self.server.stats())
+        Ok(self.endpoint.server().stats())
     }
 
-    fn connect(&mut self, sock: TcpStream, events: mpsc::UnboundedSender<ConnEvent>) {
+    fn connect(&mut self, sock: TcpStream, events: mpsc::Sender<ConnEvent>) {
+        let id = match self.endpoint.accept(core_now(self.start)) {
+            Ok(id) => id,
+            Err(why) => {
+                tracing::debug!("refused a connection: {why}");
+                return;
+            }
+        };
         let _ = sock.set_nodelay(true);
-        let id = self.server.handle_connect(core_now(self.start));
         let (mut rd, mut wr) = sock.into_split();
-        let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
-        self.conns.insert(id, out_tx);
+        let (out_tx, mut out_rx) =
+            mpsc::channel::<Vec<u8>>(self.endpoint.limits().max_queued_frames);
         tokio::spawn(async move {
             while let Some(frame) = out_rx.recv().await {
                 if wr.write_all(&frame).await.is_err() {
@@ -336,103 +324,79 @@ impl Pump {
                 }
             }
         });
-        let malformed = self.malformed.clone();
-        tokio::spawn(async move {
-            let mut dec = FrameDecoder::default();
+        let reader = tokio::spawn(async move {
             let mut buf = vec![0u8; 64 << 10];
-            'conn: loop {
-                let n = match rd.read(&mut buf).await {
+            loop {
+                match rd.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                dec.extend(&buf[..n]);
-                loop {
-                    match dec.next_frame() {
-                        Ok(Some(f)) => match ClientMsg::parse(&f) {
-                            Ok(m) => {
-                                let _ = events.send(ConnEvent::Msg(id, m));
-                            }
-                            Err(e) => {
-                                malformed.fetch_add(1, Ordering::Relaxed);
-                                tracing::debug!("client {id}: dropped malformed frame: {e}");
-                                let _ = events.send(ConnEvent::Malformed);
-                            }
-                        },
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::warn!("client {id}: {e}; closing");
-                            malformed.fetch_add(1, Ordering::Relaxed);
-                            break 'conn;
+                    Ok(n) => {
+                        if events
+                            .send(ConnEvent::Bytes(id, buf[..n].to_vec()))
+                            .await
+                            .is_err()
+                        {
+                            return;
                         }
                     }
                 }
             }
-            let _ = events.send(ConnEvent::Closed(id));
+            let _ = events.send(ConnEvent::Closed(id)).await;
         });
+        let reader = reader.abort_handle();
+        self.conns.insert(
+            id,
+            ConnTasks {
+                out: out_tx,
+                reader,
+            },
+        );
     }
 
     async fn drain(&mut self, buf: &mut Vec<u8>) {
         loop {
             let now = core_now(self.start);
-            let Some(t) = self.server.poll_transmit(now, &mut self.source) else {
+            let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) else {
                 break;
             };
-            match t {
-                Transmit::Data(d) => {
-                    buf.clear();
-                    d.emit(buf);
-                    // Non-blocking first; wait for room only when the
-                    // socket buffer is full.
-                    match self.data.try_send_to(buf, self.data_group) {
-                        Ok(_) => {}
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                            if let Err(e) = self.data.send_to(buf, self.data_group).await {
-                                tracing::warn!("data send: {e}");
-                            }
-                        }
-                        Err(e) => tracing::warn!("data send: {e}"),
-                    }
-                }
-                Transmit::Announce(a) => {
-                    buf.clear();
-                    a.emit(buf);
-                    // The announcement channel must be reliable enough: send
-                    // each three times (clients ignore duplicates).
-                    for _ in 0..3 {
-                        if let Err(e) = self.announce.send_to(buf, self.announce_group).await {
-                            tracing::warn!("announce send: {e}");
-                        }
-                    }
-                }
-                Transmit::Control(c, m) => {
-                    if let Some(tx) = self.conns.get(&c) {
-                        let mut body = Vec::new();
-                        m.emit(&mut body);
-                        let mut frame = Vec::with_capacity(body.len() + 4);
-                        encode_frame(&body, &mut frame);
-                        let _ = tx.send(frame);
+            match dest {
+                Dest::Data => send_datagram(&self.data, buf, self.data_group).await,
+                Dest::Announce => send_datagram(&self.announce, buf, self.announce_group).await,
+                Dest::Conn(c) => {
+                    let full = self
+                        .conns
+                        .get(&c)
+                        .is_some_and(|t| t.out.try_send(buf.clone()).is_err());
+                    if full {
+                        self.endpoint.handle_backlog(now, c);
                     }
                 }
             }
         }
-        while let Some(ev) = self.server.poll_event() {
+        while let Some((c, why)) = self.endpoint.poll_close() {
+            tracing::debug!("client {c}: closing: {why}");
+            if let Some(t) = self.conns.remove(&c) {
+                t.reader.abort();
+            }
+        }
+        while let Some(ev) = self.endpoint.poll_event() {
             tracing::debug!("{ev:?}");
         }
     }
 
     fn publish(&mut self) {
+        let server = self.endpoint.server();
         let clients: Vec<(u32, _)> = {
             let mut ids: Vec<ClientId> = self.conns.keys().copied().collect();
             ids.sort();
             ids.into_iter()
-                .filter_map(|c| self.server.client_summary(c).map(|s| (c.0, s)))
+                .filter_map(|c| server.client_summary(c).map(|s| (c.0, s)))
                 .collect()
         };
         let snap = Snapshot {
-            stats: self.server.stats(),
+            stats: server.stats(),
             clients,
-            queue: self.server.queue_len(),
-            malformed: self.malformed.load(Ordering::Relaxed),
+            queue: server.queue_len(),
+            malformed: self.endpoint.stats().malformed_frames,
             uptime_s: self.start.elapsed().as_secs_f64(),
             ..match self.shared.lock() {
                 Ok(g) => g.clone(),
@@ -442,5 +406,19 @@ impl Pump {
         if let Ok(mut g) = self.shared.lock() {
             *g = snap;
         }
+    }
+}
+
+/// Sends one datagram, waiting for room only when the socket buffer is
+/// full.
+async fn send_datagram(sock: &tokio::net::UdpSocket, buf: &[u8], to: SocketAddr) {
+    match sock.try_send_to(buf, to) {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+            if let Err(e) = sock.send_to(buf, to).await {
+                tracing::warn!("send to {to}: {e}");
+            }
+        }
+        Err(e) => tracing::warn!("send to {to}: {e}"),
     }
 }

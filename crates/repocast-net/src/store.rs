@@ -10,6 +10,7 @@
 use crate::NetError;
 use crate::repo::STATE_DIR;
 use repocast_core::ItemId;
+use repocast_core::endpoint::store::{BlockStore, Resume, StoreError, Symbols};
 use repocast_core::fec::layout::Layout;
 use repocast_core::wire::ManifestEntry;
 use std::collections::HashMap;
@@ -23,8 +24,11 @@ pub const MAX_DEPTH: usize = 64;
 
 /// The final path of item `name` under `root`, or an error if the name
 /// could leave `root` (absolute, `..`, empty parts) or touch repocast's state.
-pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, NetError> {
-    let bad = |why: &str| NetError::Protocol(format!("refusing item name {name:?}: {why}"));
+pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, StoreError> {
+    let bad = |why: &'static str| StoreError::UnsafeName {
+        name: name.to_string(),
+        why,
+    };
     if name.is_empty() || name.contains('\0') || name.contains('\\') {
         return Err(bad("empty or has NUL or backslash"));
     }
@@ -53,15 +57,6 @@ pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, NetError> {
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// How an item stands when its manifest arrives.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Resume {
-    /// The final file is already there and verified: nothing to receive.
-    Complete,
-    /// These blocks are verified on disk already (possibly none).
-    Blocks(Vec<u32>),
 }
 
 struct Partial {
@@ -94,12 +89,12 @@ pub struct Store {
     batch: u64,
 }
 
-fn hash_file(path: &Path) -> Result<[u8; 32], NetError> {
-    let mut f = File::open(path).map_err(|e| NetError::file(path, e))?;
+fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
+    let mut f = File::open(path).map_err(|e| StoreError::io(path, e))?;
     let mut h = blake3::Hasher::new();
     let mut buf = vec![0u8; 1 << 20];
     loop {
-        let n = f.read(&mut buf).map_err(|e| NetError::file(path, e))?;
+        let n = f.read(&mut buf).map_err(|e| StoreError::io(path, e))?;
         if n == 0 {
             break;
         }
@@ -126,11 +121,13 @@ impl Store {
             batch: journal_batch,
         })
     }
+}
 
+impl BlockStore for Store {
     /// Prepares to receive `m`: checks its name, and says what is already
     /// on disk (a verified final file, or blocks in the journal that still
     /// match their hashes).
-    pub fn open(&mut self, m: &ManifestEntry) -> Result<Resume, NetError> {
+    fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
         let final_path = safe_path(&self.root, &m.name)?;
         // Keyed by name and content, so two items with equal bytes never share
         // a temporary file, and a rerun finds its own journal.
@@ -162,7 +159,7 @@ impl Store {
             self.items.insert(m.item, p);
             return Ok(Resume::Complete);
         }
-        let layout = Layout::new(m.size, &m.fec).map_err(|e| NetError::Protocol(e.to_string()))?;
+        let layout = Layout::new(m.size, &m.fec)?;
         let mut have = Vec::new();
         if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
             let mut buf = Vec::new();
@@ -190,14 +187,14 @@ impl Store {
             .read(true)
             .write(true)
             .open(&p.tmp)
-            .map_err(|e| NetError::file(&p.tmp, e))?;
+            .map_err(|e| StoreError::io(&p.tmp, e))?;
         file.set_len(m.size)
-            .map_err(|e| NetError::file(&p.tmp, e))?;
+            .map_err(|e| StoreError::io(&p.tmp, e))?;
         let journal = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&p.journal_path)
-            .map_err(|e| NetError::file(&p.journal_path, e))?;
+            .map_err(|e| StoreError::io(&p.journal_path, e))?;
         p.file = Some(file);
         p.journal = Some(journal);
         self.items.insert(m.item, p);
@@ -205,32 +202,32 @@ impl Store {
     }
 
     /// Writes a verified block and records it in the journal.
-    pub fn write_block(
+    fn write_block(
         &mut self,
         item: ItemId,
         block: u32,
         offset: u64,
         data: &[u8],
-    ) -> Result<(), NetError> {
+    ) -> Result<(), StoreError> {
         let p = self
             .items
             .get_mut(&item)
-            .ok_or_else(|| NetError::Protocol("block of an unopened item".into()))?;
+            .ok_or(StoreError::NotOpen("block"))?;
         let (Some(f), Some(j)) = (p.file.as_mut(), p.journal.as_mut()) else {
             return Ok(());
         };
         f.write_all_at(data, offset)
-            .map_err(|e| NetError::file(&p.tmp, e))?;
+            .map_err(|e| StoreError::io(&p.tmp, e))?;
         p.pending.push(block);
         p.pending_bytes += data.len() as u64;
         if p.pending_bytes >= self.batch {
             // Data durable first, then the journal says so.
-            f.sync_data().map_err(|e| NetError::file(&p.tmp, e))?;
+            f.sync_data().map_err(|e| StoreError::io(&p.tmp, e))?;
             let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
             j.write_all(&entries)
-                .map_err(|e| NetError::file(&p.journal_path, e))?;
+                .map_err(|e| StoreError::io(&p.journal_path, e))?;
             j.sync_data()
-                .map_err(|e| NetError::file(&p.journal_path, e))?;
+                .map_err(|e| StoreError::io(&p.journal_path, e))?;
             p.pending_bytes = 0;
         }
         Ok(())
@@ -238,16 +235,16 @@ impl Store {
 
     /// Keeps the symbols of a partially received block on disk (records of
     /// id u32, length u32, bytes, appended to the item's spill file).
-    pub fn spill(
+    fn spill(
         &mut self,
         item: ItemId,
         block: u32,
         symbols: &[(u32, Vec<u8>)],
-    ) -> Result<(), NetError> {
+    ) -> Result<(), StoreError> {
         let p = self
             .items
             .get_mut(&item)
-            .ok_or_else(|| NetError::Protocol("spill of an unopened item".into()))?;
+            .ok_or(StoreError::NotOpen("spill"))?;
         if p.spill.is_none() {
             let path = p.tmp.with_extension("spill");
             let f = OpenOptions::new()
@@ -256,7 +253,7 @@ impl Store {
                 .read(true)
                 .write(true)
                 .open(&path)
-                .map_err(|e| NetError::file(&path, e))?;
+                .map_err(|e| StoreError::io(&path, e))?;
             p.spill = Some((path, f));
             p.spill_len = 0;
         }
@@ -270,7 +267,7 @@ impl Store {
             buf.extend_from_slice(bytes);
         }
         f.write_all_at(&buf, p.spill_len)
-            .map_err(|e| NetError::file(&*path, e))?;
+            .map_err(|e| StoreError::io(&*path, e))?;
         p.spilled
             .entry(block)
             .or_default()
@@ -280,14 +277,25 @@ impl Store {
     }
 
     /// Whether block `block` of `item` has symbols on disk.
-    pub fn is_spilled(&self, item: ItemId, block: u32) -> bool {
+    fn discard(&mut self, item: ItemId) {
+        if let Some(p) = self.items.remove(&item) {
+            drop(p.file);
+            let _ = fs::remove_file(&p.tmp);
+            let _ = fs::remove_file(&p.journal_path);
+            if let Some((path, _)) = p.spill {
+                let _ = fs::remove_file(path);
+            }
+        }
+    }
+
+    fn is_spilled(&self, item: ItemId, block: u32) -> bool {
         self.items
             .get(&item)
             .is_some_and(|p| p.spilled.contains_key(&block))
     }
 
     /// Reads back (and forgets) the spilled symbols of a block.
-    pub fn unspill(&mut self, item: ItemId, block: u32) -> Result<Vec<(u32, Vec<u8>)>, NetError> {
+    fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError> {
         let Some(p) = self.items.get_mut(&item) else {
             return Ok(Vec::new());
         };
@@ -298,7 +306,7 @@ impl Store {
         for (off, len) in records {
             let mut buf = vec![0u8; len as usize];
             f.read_exact_at(&mut buf, off)
-                .map_err(|e| NetError::file(path, e))?;
+                .map_err(|e| StoreError::io(path, e))?;
             let mut i = 0;
             while i + 8 <= buf.len() {
                 let esi = u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
@@ -321,11 +329,11 @@ impl Store {
     /// Every block is in: checks the whole hash, then fsyncs and renames the
     /// file into place. Returns whether it verified (a mismatch discards the
     /// temporary file and journal).
-    pub fn finish(&mut self, item: ItemId) -> Result<bool, NetError> {
+    fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
         let p = self
             .items
             .remove(&item)
-            .ok_or_else(|| NetError::Protocol("finish of an unopened item".into()))?;
+            .ok_or(StoreError::NotOpen("finish"))?;
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
         }
@@ -334,7 +342,7 @@ impl Store {
         }
         drop(p.journal);
         if let Some(f) = p.file {
-            f.sync_all().map_err(|e| NetError::file(&p.tmp, e))?;
+            f.sync_all().map_err(|e| StoreError::io(&p.tmp, e))?;
         }
         let ok =
             fs::metadata(&p.tmp).is_ok_and(|m| m.len() == p.size) && hash_file(&p.tmp)? == p.hash;
@@ -344,9 +352,9 @@ impl Store {
             return Ok(false);
         }
         if let Some(parent) = p.final_path.parent() {
-            fs::create_dir_all(parent).map_err(|e| NetError::file(parent, e))?;
+            fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
         }
-        fs::rename(&p.tmp, &p.final_path).map_err(|e| NetError::file(&p.final_path, e))?;
+        fs::rename(&p.tmp, &p.final_path).map_err(|e| StoreError::io(&p.final_path, e))?;
         if let Some(parent) = p.final_path.parent() {
             sync_dir(parent);
         }

@@ -94,7 +94,10 @@ pub enum Event {
         bytes: u64,
     },
     /// An item is verified and in place.
-    Complete(ItemId),
+    Complete {
+        /// The item.
+        item: ItemId,
+    },
     /// An item failed.
     Failed {
         /// Its name.
@@ -435,14 +438,10 @@ impl<S: BlockStore> ClientEndpoint<S> {
             .map_or(0, |s| s.1)
     }
 
-    /// Ends the run: everything not yet verified fails with `reason`.
+    /// Ends the run: everything not yet verified fails with `reason`. What
+    /// the store holds of those items stays, for a rerun to resume from.
     fn end(&mut self, reason: String) {
         if self.ended.is_none() {
-            for (item, (name, _)) in &self.sizes {
-                if !self.outcomes.contains_key(name) {
-                    self.store.discard(*item);
-                }
-            }
             self.ended = Some(reason);
         }
     }
@@ -479,7 +478,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     Err(e) => self.client.abandon(item, e.to_string()),
                 },
                 ClientEvent::ItemComplete(item) => {
-                    self.events.push_back(Event::Complete(item));
+                    self.events.push_back(Event::Complete { item });
                     if let Some((name, size)) = self.sizes.get(&item).cloned() {
                         let o = Outcome {
                             name: name.clone(),

@@ -78,7 +78,12 @@ pub trait BlockStore {
     /// The item failed: drop what is held of it.
     fn discard(&mut self, item: ItemId);
     /// Keeps a partly received block's symbols out of memory.
-    fn spill(&mut self, item: ItemId, block: u32, symbols: &Symbols) -> Result<(), StoreError>;
+    fn spill(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        symbols: &[(u32, Vec<u8>)],
+    ) -> Result<(), StoreError>;
     /// Whether a block's symbols are spilled.
     fn is_spilled(&self, item: ItemId, block: u32) -> bool;
     /// Takes a spilled block's symbols back.
@@ -192,7 +197,12 @@ impl BlockStore for MemoryStore {
         self.spilled.retain(|k, _| k.0 != item);
     }
 
-    fn spill(&mut self, item: ItemId, block: u32, symbols: &Symbols) -> Result<(), StoreError> {
+    fn spill(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        symbols: &[(u32, Vec<u8>)],
+    ) -> Result<(), StoreError> {
         self.spilled
             .entry((item, block))
             .or_default()
