@@ -1,18 +1,24 @@
 //! `repocast demo`, the README's first command: generates a sample
-//! repository (50 files, three of 12 MiB), serves it on loopback multicast
-//! and runs four clients with 2%, 5%, 20% and 50% emulated loss asking for
-//! overlapping subsets; shows progress and ends with a table of each
-//! client's delay, loss and symbols, and whether every file verified.
-//! Exits 0 only if every file verified. `--virtual` runs the same story on
-//! the core's in-process harness instead of sockets.
+//! repository (50 files, three of 12 MiB), serves it and runs four clients
+//! with 2%, 5%, 20% and 50% emulated loss asking for overlapping subsets;
+//! shows progress and ends with a table of each client's delay, datagrams
+//! and NAKs, and whether every file verified and is byte-identical. Exits 0
+//! only if every file did. By default on loopback multicast (real sockets);
+//! with `--virtual` the same story, the same endpoints and the same
+//! settings run on the simulator's virtual LAN (virtual time, no sockets).
 
 use crate::progress::Display;
-use crate::virtual_demo::VirtualArgs;
+use repocast_core::Instant;
+use repocast_core::endpoint::client::{Outcome, Want};
 use repocast_core::loss::LossSpec;
+use repocast_core::policy::Scheme;
+use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
+use repocast_core::server::ServerStats;
 use repocast_net::client::{self, GetOptions, Progress};
 use repocast_net::server::{self, ServeOptions};
 use repocast_net::socket::Interface;
+use repocast_sim::lan::{LanClient, VirtualLan};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::process::ExitCode;
@@ -21,7 +27,7 @@ use std::time::Duration;
 /// Options of `repocast demo`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Run on the core's in-process harness (virtual time) instead of sockets.
+    /// Run on the simulator's virtual LAN (virtual time) instead of sockets.
     #[arg(long)]
     pub r#virtual: bool,
     /// Reliability scheme.
@@ -46,22 +52,10 @@ impl Default for DemoArgs {
     }
 }
 
-impl DemoArgs {
-    pub fn virtual_args(&self) -> VirtualArgs {
-        let rate_mbps =
-            repocast_net::addr::parse_rate(&self.rate).map_or(100.0, |b| b as f64 / 1e6);
-        VirtualArgs {
-            scheme: self.scheme.clone(),
-            seed: self.seed,
-            rate_mbps,
-        }
-    }
-}
-
 const LOSSES: [f64; 4] = [0.02, 0.05, 0.20, 0.50];
 
 /// 50 files: three of 12 MiB, the rest 1 KiB to 1.2 MiB.
-fn make_repository(dir: &Path, seed: u64) -> std::io::Result<Vec<(String, u64)>> {
+fn repository(seed: u64) -> Vec<(String, Vec<u8>)> {
     let mut rng = Rng::new(seed);
     let mut files = Vec::new();
     for i in 0..50 {
@@ -78,14 +72,20 @@ fn make_repository(dir: &Path, seed: u64) -> std::io::Result<Vec<(String, u64)>>
             let v = rng.next_u64().to_le_bytes();
             chunk.copy_from_slice(&v[..chunk.len()]);
         }
-        let p = dir.join(&name);
+        files.push((name, bytes));
+    }
+    files
+}
+
+fn write_repository(dir: &Path, files: &[(String, Vec<u8>)]) -> std::io::Result<()> {
+    for (name, bytes) in files {
+        let p = dir.join(name);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)?;
         }
-        std::fs::write(&p, &bytes)?;
-        files.push((name, size as u64));
+        std::fs::write(&p, bytes)?;
     }
-    Ok(files)
+    Ok(())
 }
 
 /// Client c wants big file c % 3 and 20 small files overlapping its
@@ -96,27 +96,162 @@ fn wants(c: usize) -> Vec<usize> {
     v
 }
 
+/// One client's line of the table.
+struct Row {
+    elapsed: Duration,
+    datagrams: u64,
+    naks: u64,
+    /// Every item verified and equal to the original.
+    ok: bool,
+    failures: Vec<Outcome>,
+}
+
+/// Parses the flags: the scheme and the rate, or the exit code to leave with.
+fn settings(a: &DemoArgs) -> Result<(Scheme, u64), ExitCode> {
+    let Ok(scheme) = a.scheme.parse() else {
+        eprintln!("repocast demo: invalid scheme {:?}", a.scheme);
+        return Err(ExitCode::from(2));
+    };
+    match repocast_net::addr::parse_rate(&a.rate) {
+        Ok(r) => Ok((scheme, r)),
+        Err(e) => {
+            eprintln!("repocast demo: {e}");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+fn names(files: &[(String, Vec<u8>)], c: usize) -> Vec<String> {
+    wants(c).into_iter().map(|i| files[i].0.clone()).collect()
+}
+
+/// `repocast demo --virtual`: the story on the simulator's virtual LAN.
+pub fn run_virtual(a: &DemoArgs) -> ExitCode {
+    let (scheme, rate) = match settings(a) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let files = repository(a.seed);
+    print_intro(&files, "on a virtual LAN (virtual time)");
+    let tweak = |c: &mut repocast_core::server::ServerConfig| {
+        c.scheme = scheme;
+        c.seed = a.seed;
+        let _ = c.set_rate(rate, false);
+    };
+    let mut lan = match VirtualLan::new(Profile::Lan, tweak, files.clone(), LossSpec::NONE) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("repocast demo: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    for (c, &p) in LOSSES.iter().enumerate() {
+        lan.add_client(LanClient {
+            want: Want::Items(names(&files, c)),
+            loss: LossSpec::Bernoulli { p },
+            join_at: Instant::ZERO,
+            crash_at: None,
+        });
+    }
+    lan.run(Instant::from_micros(3_600_000_000));
+    let rows = (lan.reports().into_iter().enumerate())
+        .map(|(c, r)| {
+            let identical = wants(c)
+                .iter()
+                .all(|&i| r.files.get(&files[i].0) == Some(&files[i].1));
+            let ok = identical && r.outcomes.iter().all(|o| o.result.is_ok());
+            Row {
+                elapsed: r.delay.unwrap_or_default(),
+                datagrams: r.datagrams,
+                naks: r.client.naks,
+                ok,
+                failures: r
+                    .outcomes
+                    .into_iter()
+                    .filter(|o| o.result.is_err())
+                    .collect(),
+            }
+        })
+        .collect();
+    summary(&files, rows, lan.server().server().stats())
+}
+
+fn print_intro(files: &[(String, Vec<u8>)], place: &str) {
+    let total: usize = files.iter().map(|f| f.1.len()).sum();
+    println!(
+        "repocast demo: {} files ({:.1} MiB), served {place}",
+        files.len(),
+        total as f64 / (1 << 20) as f64,
+    );
+}
+
+/// The table, the server's counters and the verdict.
+fn summary(files: &[(String, Vec<u8>)], rows: Vec<Row>, stats: ServerStats) -> ExitCode {
+    println!(
+        "\n| client | emulated loss | items | MiB | delay (s) | datagrams | NAKs | verified |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut all_ok = true;
+    let mut delays = Vec::new();
+    for (c, r) in rows.iter().enumerate() {
+        all_ok &= r.ok;
+        delays.push(r.elapsed.as_secs_f64());
+        let want = wants(c);
+        let mib: usize = want.iter().map(|&i| files[i].1.len()).sum();
+        println!(
+            "| c{c} | {:.0}% | {} | {:.1} | {:.2} | {} | {} | {} |",
+            LOSSES[c] * 100.0,
+            want.len(),
+            mib as f64 / (1 << 20) as f64,
+            r.elapsed.as_secs_f64(),
+            r.datagrams,
+            r.naks,
+            if r.ok { "yes" } else { "NO" }
+        );
+        for o in &r.failures {
+            println!("    {}: {:?}", o.name, o.result);
+        }
+    }
+    println!(
+        "\nserver: {} transmissions ({} repair), {} symbols sent ({} repair), {} NAKs, {} rescheduled",
+        stats.transmissions,
+        stats.repair_transmissions,
+        stats.data_packets,
+        stats.repair_packets,
+        stats.naks,
+        stats.rescheduled
+    );
+    println!(
+        "average client delay {:.2} s",
+        delays.iter().sum::<f64>() / delays.len().max(1) as f64
+    );
+    if all_ok && rows.len() == LOSSES.len() {
+        println!("every requested file verified (BLAKE3) and byte-identical at every client");
+        ExitCode::SUCCESS
+    } else {
+        println!("some files did not verify");
+        ExitCode::FAILURE
+    }
+}
+
+/// `repocast demo`: the story on loopback multicast.
 pub async fn run(a: DemoArgs) -> ExitCode {
     let fail = |e: String| {
         eprintln!("repocast demo: {e}");
         ExitCode::FAILURE
     };
-    let Ok(scheme) = a.scheme.parse() else {
-        eprintln!("repocast demo: invalid scheme {:?}", a.scheme);
-        return ExitCode::from(2);
-    };
-    let rate = match repocast_net::addr::parse_rate(&a.rate) {
-        Ok(r) => r,
-        Err(e) => return fail(e.to_string()),
+    let (scheme, rate) = match settings(&a) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     let Ok(work) = tempfile::tempdir() else {
         return fail("cannot make a temporary folder".into());
     };
     let repo = work.path().join("repo");
-    let files = match make_repository(&repo, a.seed) {
-        Ok(f) => f,
-        Err(e) => return fail(format!("writing the sample repository: {e}")),
-    };
+    let files = repository(a.seed);
+    if let Err(e) = write_repository(&repo, &files) {
+        return fail(format!("writing the sample repository: {e}"));
+    }
     let lo = Interface {
         v4: Some(Ipv4Addr::LOCALHOST),
         ..Default::default()
@@ -130,12 +265,9 @@ pub async fn run(a: DemoArgs) -> ExitCode {
     so.metrics = Some((Ipv4Addr::LOCALHOST, 0).into());
     so.scheme = scheme;
     so.seed = a.seed;
-    let total: u64 = files.iter().map(|f| f.1).sum();
-    println!(
-        "repocast demo: {} files ({:.1} MiB) in {}, served on loopback multicast",
-        files.len(),
-        total as f64 / (1 << 20) as f64,
-        repo.display()
+    print_intro(
+        &files,
+        &format!("from {} on loopback multicast", repo.display()),
     );
     let srv = match server::start(so).await {
         Ok(s) => s,
@@ -145,11 +277,10 @@ pub async fn run(a: DemoArgs) -> ExitCode {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
     let mut jobs = Vec::new();
     for (c, &p) in LOSSES.iter().enumerate() {
-        let names: Vec<String> = wants(c).into_iter().map(|i| files[i].0.clone()).collect();
         let mut g = GetOptions::new(
             srv.request_addr,
             work.path().join(format!("client{c}")),
-            names,
+            names(&files, c),
         );
         g.interface = lo.clone();
         g.loss = LossSpec::Bernoulli { p };
@@ -177,64 +308,31 @@ pub async fn run(a: DemoArgs) -> ExitCode {
     for d in &mut displays {
         d.finish();
     }
-    println!(
-        "\n| client | emulated loss | items | MiB | delay (s) | datagrams | NAKs | verified |"
-    );
-    println!("|---|---|---|---|---|---|---|---|");
-    let mut all_ok = true;
-    let mut delays = Vec::new();
+    let mut rows = Vec::new();
     for (c, job) in jobs.into_iter().enumerate() {
         let rep = match job.await {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => return fail(format!("client {c}: {e}")),
             Err(e) => return fail(format!("client {c}: {e}")),
         };
-        let want = wants(c);
-        let identical = want.iter().all(|&i| {
-            let name = &files[i].0;
-            std::fs::read(repo.join(name)).ok()
-                == std::fs::read(work.path().join(format!("client{c}")).join(name)).ok()
+        let out = work.path().join(format!("client{c}"));
+        let identical = wants(c)
+            .iter()
+            .all(|&i| std::fs::read(out.join(&files[i].0)).ok().as_ref() == Some(&files[i].1));
+        rows.push(Row {
+            elapsed: rep.elapsed,
+            datagrams: rep.datagrams,
+            naks: rep.stats.naks,
+            ok: rep.all_ok() && identical,
+            failures: rep
+                .items
+                .into_iter()
+                .filter(|o| o.result.is_err())
+                .collect(),
         });
-        let ok = rep.all_ok() && identical;
-        all_ok &= ok;
-        delays.push(rep.elapsed.as_secs_f64());
-        let mib: u64 = want.iter().map(|&i| files[i].1).sum();
-        println!(
-            "| c{c} | {:.0}% | {} | {:.1} | {:.2} | {} | {} | {} |",
-            LOSSES[c] * 100.0,
-            want.len(),
-            mib as f64 / (1 << 20) as f64,
-            rep.elapsed.as_secs_f64(),
-            rep.datagrams,
-            rep.stats.naks,
-            if ok { "yes" } else { "NO" }
-        );
-        for o in rep.items.iter().filter(|o| o.result.is_err()) {
-            println!("    {}: {:?}", o.name, o.result);
-        }
     }
-    let stats = match srv.stop().await {
-        Ok(s) => s,
-        Err(e) => return fail(e.to_string()),
-    };
-    println!(
-        "\nserver: {} transmissions ({} repair), {} symbols sent ({} repair), {} NAKs, {} rescheduled",
-        stats.transmissions,
-        stats.repair_transmissions,
-        stats.data_packets,
-        stats.repair_packets,
-        stats.naks,
-        stats.rescheduled
-    );
-    println!(
-        "average client delay {:.2} s",
-        delays.iter().sum::<f64>() / delays.len() as f64
-    );
-    if all_ok {
-        println!("every requested file verified (BLAKE3) and byte-identical at every client");
-        ExitCode::SUCCESS
-    } else {
-        println!("some files did not verify");
-        ExitCode::FAILURE
+    match srv.stop().await {
+        Ok(stats) => summary(&files, rows, stats),
+        Err(e) => fail(e.to_string()),
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Parses arguments and hands off: `serve`, `get`, `ls`, `demo` and `bench`
 //! to `repocast-net` (real UDP multicast and TCP); `demo --virtual` to the
-//! core's in-process harness. No protocol logic lives here.
+//! simulator's virtual LAN (the same endpoints, virtual time). No protocol logic lives here.
 
 mod bench;
 mod config;
@@ -11,7 +11,6 @@ mod get;
 mod progress;
 mod serve;
 mod sim;
-mod virtual_demo;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
@@ -75,7 +74,7 @@ fn main() -> ExitCode {
     }
     if let Command::Demo(a) = &command {
         if a.r#virtual {
-            return virtual_demo::run(&a.virtual_args());
+            return demo::run_virtual(a);
         }
     }
     let rt = match runtime() {

@@ -12,6 +12,7 @@
 //! ([`crate::engine`]) drive the state machines directly instead, for speed.
 
 use crate::engine::MemorySource;
+use repocast_core::client::ClientStats;
 use repocast_core::endpoint::client::{
     ClientEndpoint, ClientEndpointConfig, ClientEndpointStats, Event, Outcome, Want,
 };
@@ -53,8 +54,20 @@ pub struct LanReport {
     pub blocks_written: u64,
     /// Counters of its (last) endpoint.
     pub stats: ClientEndpointStats,
-    /// Data packets its state machine used, across restarts.
-    pub useful: u64,
+    /// Multicast datagrams that reached its host (before its link's loss),
+    /// as a socket counts them.
+    pub datagrams: u64,
+    /// Its state machine's counters, summed across restarts.
+    pub client: ClientStats,
+}
+
+fn add(a: ClientStats, b: ClientStats) -> ClientStats {
+    ClientStats {
+        useful: a.useful + b.useful,
+        useless: a.useless + b.useless,
+        naks: a.naks + b.naks,
+        corrupt_blocks: a.corrupt_blocks + b.corrupt_blocks,
+    }
 }
 
 struct Node {
@@ -64,7 +77,10 @@ struct Node {
     joined: bool,
     loss: LossModel,
     done_at: Option<Instant>,
-    useful: u64,
+    /// Multicast datagrams offered to its link while it listened.
+    offered: u64,
+    /// Counters of endpoints it ran before a crash.
+    prior: ClientStats,
     /// Latest arrival scheduled each way (TCP keeps order).
     last_up: Instant,
     last_down: Instant,
@@ -158,7 +174,8 @@ impl VirtualLan {
             conn: None,
             joined: false,
             done_at: None,
-            useful: 0,
+            offered: 0,
+            prior: ClientStats::default(),
             last_up: Instant::ZERO,
             last_down: Instant::ZERO,
         });
@@ -193,7 +210,7 @@ impl VirtualLan {
         let Some(ep) = n.ep.take().filter(|_| n.done_at.is_none()) else {
             return;
         };
-        n.useful += ep.client_stats().useful;
+        n.prior = add(n.prior, ep.client_stats());
         let store = ep.into_store().crash();
         if let Some(c) = n.conn.take() {
             self.by_conn.remove(&c);
@@ -267,6 +284,7 @@ impl VirtualLan {
                         let Some(ep) = n.ep.as_mut().filter(|_| n.joined) else {
                             continue;
                         };
+                        n.offered += 1;
                         if !n.loss.lose() {
                             ep.handle_datagram(now, ch, &buf);
                         }
@@ -362,7 +380,11 @@ impl VirtualLan {
                     files: ep.map_or(BTreeMap::new(), |e| e.store().files().clone()),
                     blocks_written: ep.map_or(0, |e| e.store().blocks_written),
                     stats: ep.map_or(Default::default(), |e| e.stats()),
-                    useful: n.useful + ep.map_or(0, |e| e.client_stats().useful),
+                    datagrams: n.offered,
+                    client: add(
+                        n.prior,
+                        ep.map_or_else(Default::default, |e| e.client_stats()),
+                    ),
                 }
             })
             .collect()
