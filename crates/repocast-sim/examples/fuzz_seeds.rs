@@ -1,0 +1,85 @@
+//! Writes starting inputs for the endpoint fuzz targets into
+//! `fuzz/corpus/{server_endpoint,client_endpoint}`: one real exchange
+//! between a server endpoint and a client endpoint (two items, the fuzz
+//! targets' names and sizes), recorded in each target's input format.
+//!
+//!     cargo run -p repocast-sim --example fuzz_seeds
+
+use repocast_core::Instant;
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::endpoint::{Channel, Dest};
+use repocast_core::profile::Profile;
+use repocast_core::wire::FecParams;
+use repocast_sim::engine::MemorySource;
+use std::time::Duration;
+
+/// One client-target step: kind 0 stream, 1 data, 2 announce, 3 time.
+fn client_op(out: &mut Vec<u8>, kind: u8, bytes: &[u8]) {
+    let n = bytes.len().min(255 * 64 + 63);
+    out.push((((n % 64) as u8) << 2) | kind);
+    out.push((n / 64) as u8);
+    out.extend_from_slice(&bytes[..n]);
+}
+
+fn main() -> std::io::Result<()> {
+    let mut cfg = Profile::Lan.server();
+    cfg.symbol_size = 64;
+    cfg.max_block_symbols = 8;
+    let fec = FecParams {
+        code: cfg.code,
+        symbol_size: 64,
+        max_block_symbols: 8,
+    };
+    let items = vec![("a".to_string(), vec![7u8; 1000]), ("b/c".to_string(), vec![9u8; 10])];
+    let infos = (items.iter())
+        .map(|(n, b)| MemorySource::item_info(n, b, &fec))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(std::io::Error::other)?;
+    let mut source = MemorySource::new(items.into_iter().map(|(_, b)| b).collect());
+    let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos)
+        .map_err(std::io::Error::other)?;
+    let want = Want::Items(vec!["a".into(), "b/c".into()]);
+    let ccfg = ClientEndpointConfig::new(Profile::Lan.client(), want);
+    let mut client = ClientEndpoint::new(Instant::ZERO, ccfg, MemoryStore::default());
+    let conn = server.accept(Instant::ZERO).map_err(std::io::Error::other)?;
+    let (mut to_server, mut to_client) = (vec![0u8], Vec::new());
+    let mut buf = Vec::new();
+    let mut now = Instant::ZERO;
+    for _ in 0..200 {
+        while client.poll_transmit(&mut buf) {
+            server.handle_stream(now, conn, &buf);
+            to_server.extend([1, buf.len().min(255) as u8]);
+            to_server.extend_from_slice(&buf[..buf.len().min(255)]);
+        }
+        while let Some(d) = server.poll_transmit(now, &mut source, &mut buf) {
+            let (kind, ch) = match d {
+                Dest::Conn(_) => (0, None),
+                Dest::Data => (1, Some(Channel::Data)),
+                Dest::Announce => (2, Some(Channel::Announce)),
+            };
+            client_op(&mut to_client, kind, &buf);
+            match ch {
+                None => client.handle_stream(now, &buf),
+                Some(ch) => client.handle_datagram(now, ch, &buf),
+            }
+        }
+        while client.poll_event().is_some() {}
+        if client.is_finished() {
+            break;
+        }
+        now = now + Duration::from_millis(1);
+        to_server.push(3 | (1 << 2));
+        client_op(&mut to_client, 3, &[]);
+        server.handle_timeout(now);
+        client.handle_timeout(now);
+    }
+    for (target, bytes) in [("server_endpoint", to_server), ("client_endpoint", to_client)] {
+        let dir = std::path::Path::new("fuzz/corpus").join(target);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("exchange"), bytes)?;
+    }
+    println!("client finished: {}", client.is_finished());
+    Ok(())
+}

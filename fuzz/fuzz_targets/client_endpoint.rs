@@ -1,0 +1,41 @@
+//! Fuzz target: a client endpoint that asked for two items accepts any
+//! bytes from the request connection and any datagrams on either group,
+//! in any order with time passing, without panicking, and never reports
+//! an item it did not ask for.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::profile::Profile;
+use repocast_core::Instant;
+
+fuzz_target!(|data: &[u8]| {
+    let want = vec!["a".to_string(), "b/c".to_string()];
+    let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Items(want.clone()));
+    cfg.memory_budget = 4096;
+    let mut ep = ClientEndpoint::new(Instant::ZERO, cfg, MemoryStore::default());
+    let mut now = Instant::ZERO;
+    let mut buf = Vec::new();
+    let mut rest = data;
+    while let Some((&op, tail)) = rest.split_first() {
+        let Some((&hi, tail)) = tail.split_first() else { break };
+        let n = (((hi as usize) << 6) | (op as usize >> 2)).min(tail.len());
+        let (bytes, tail) = tail.split_at(n);
+        rest = tail;
+        match op % 4 {
+            0 => ep.handle_stream(now, bytes),
+            1 => ep.handle_datagram(now, Channel::Data, bytes),
+            2 => ep.handle_datagram(now, Channel::Announce, bytes),
+            _ => {
+                now = now + std::time::Duration::from_millis(hi as u64 * 10);
+                ep.handle_timeout(now);
+            }
+        }
+        while ep.poll_transmit(&mut buf) {}
+        while ep.poll_event().is_some() {}
+    }
+    for o in ep.outcomes() {
+        assert!(want.contains(&o.name));
+    }
+});

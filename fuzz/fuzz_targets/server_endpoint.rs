@@ -1,0 +1,73 @@
+//! Fuzz target: the server endpoint takes arbitrary bytes from many
+//! request connections (and connects, closes and time passing in any
+//! order) without panicking, and stays within its limits. Each step sends
+//! at most a bounded number of packets.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::profile::{EndpointLimits, Profile};
+use repocast_core::server::{BlockSource, ItemInfo};
+use repocast_core::{ClientId, Instant, ItemId};
+
+/// Blocks of zeros (the server never checks what it reads).
+struct Zeros;
+impl BlockSource for Zeros {
+    fn read(&mut self, _: ItemId, _: u64, len: usize, out: &mut Vec<u8>) -> Result<(), String> {
+        out.resize(out.len() + len, 0);
+        Ok(())
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut cfg = Profile::Lan.server();
+    cfg.symbol_size = 64;
+    cfg.max_block_symbols = 8;
+    let items = vec![
+        ItemInfo { name: "a".into(), size: 1000, hash: [1; 32], block_hashes: vec![[0; 32]; 2] },
+        ItemInfo { name: "b/c".into(), size: 10, hash: [2; 32], block_hashes: vec![[0; 32]; 1] },
+    ];
+    let limits = EndpointLimits { max_connections: 8, max_buffered_bytes: 1 << 16, ..Profile::Lan.limits() };
+    let Ok(mut ep) = ServerEndpoint::new(cfg, limits, items) else { return };
+    let mut conns: Vec<ClientId> = Vec::new();
+    let mut now = Instant::ZERO;
+    let mut buf = Vec::new();
+    let mut rest = data;
+    while let Some((&op, tail)) = rest.split_first() {
+        rest = tail;
+        match op % 4 {
+            0 => {
+                if let Ok(c) = ep.accept(now) {
+                    conns.push(c);
+                }
+            }
+            1 | 2 => {
+                let Some((&n, tail)) = rest.split_first() else { break };
+                let n = (n as usize).min(tail.len());
+                let (bytes, tail) = tail.split_at(n);
+                rest = tail;
+                if let Some(&c) = conns.get((op as usize / 4) % conns.len().max(1)) {
+                    ep.handle_stream(now, c, bytes);
+                }
+            }
+            _ => {
+                if op & 0x80 != 0 {
+                    if let Some(&c) = conns.get((op as usize / 4) % conns.len().max(1)) {
+                        ep.handle_close(now, c);
+                    }
+                } else {
+                    now = now + std::time::Duration::from_millis(op as u64);
+                }
+            }
+        }
+        ep.handle_timeout(now);
+        for _ in 0..4096 {
+            if ep.poll_transmit(now, &mut Zeros, &mut buf).is_none() {
+                break;
+            }
+        }
+        while ep.poll_close().is_some() {}
+        while ep.poll_event().is_some() {}
+        assert!(ep.buffered_bytes() <= limits.max_buffered_bytes);
+        assert!(ep.connections() <= limits.max_connections);
+    }
+});
