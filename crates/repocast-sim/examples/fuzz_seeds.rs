@@ -32,18 +32,23 @@ fn main() -> std::io::Result<()> {
         symbol_size: 64,
         max_block_symbols: 8,
     };
-    let items = vec![("a".to_string(), vec![7u8; 1000]), ("b/c".to_string(), vec![9u8; 10])];
+    let items = vec![
+        ("a".to_string(), vec![7u8; 1000]),
+        ("b/c".to_string(), vec![9u8; 10]),
+    ];
     let infos = (items.iter())
         .map(|(n, b)| MemorySource::item_info(n, b, &fec))
         .collect::<Result<Vec<_>, _>>()
         .map_err(std::io::Error::other)?;
     let mut source = MemorySource::new(items.into_iter().map(|(_, b)| b).collect());
-    let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos)
-        .map_err(std::io::Error::other)?;
+    let mut server =
+        ServerEndpoint::new(cfg, Profile::Lan.limits(), infos).map_err(std::io::Error::other)?;
     let want = Want::Items(vec!["a".into(), "b/c".into()]);
     let ccfg = ClientEndpointConfig::new(Profile::Lan.client(), want);
     let mut client = ClientEndpoint::new(Instant::ZERO, ccfg, MemoryStore::default());
-    let conn = server.accept(Instant::ZERO).map_err(std::io::Error::other)?;
+    let conn = server
+        .accept(Instant::ZERO)
+        .map_err(std::io::Error::other)?;
     let (mut to_server, mut to_client) = (vec![0u8], Vec::new());
     let mut buf = Vec::new();
     let mut now = Instant::ZERO;
@@ -75,7 +80,10 @@ fn main() -> std::io::Result<()> {
         server.handle_timeout(now);
         client.handle_timeout(now);
     }
-    for (target, bytes) in [("server_endpoint", to_server), ("client_endpoint", to_client)] {
+    for (target, bytes) in [
+        ("server_endpoint", to_server),
+        ("client_endpoint", to_client),
+    ] {
         let dir = std::path::Path::new("fuzz/corpus").join(target);
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("exchange"), bytes)?;

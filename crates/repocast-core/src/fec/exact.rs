@@ -36,7 +36,6 @@ impl BlockEncoder for ExactEncoder {
 pub struct ExactDecoder {
     k: u32,
     symbol_size: usize,
-    payloads: bool,
     held: IdSet,
     buf: Vec<u8>,
     decoded: bool,
@@ -44,12 +43,11 @@ pub struct ExactDecoder {
 
 impl ExactDecoder {
     /// A decoder for a block of `k` symbols.
-    pub fn new(k: u32, symbol_size: u16, payloads: bool) -> Self {
+    pub fn new(k: u32, symbol_size: u16) -> Self {
         let k = k.max(1);
         ExactDecoder {
             k,
             symbol_size: symbol_size as usize,
-            payloads,
             held: IdSet::default(),
             buf: Vec::new(),
             decoded: false,
@@ -59,20 +57,19 @@ impl ExactDecoder {
 
 impl BlockDecoder for ExactDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        if self.decoded || !super::admissible(esi, self.k, self.payloads, payload, self.symbol_size)
-        {
+        let Some(p) = payload
+            .filter(|_| !self.decoded && super::admissible(esi, self.k, payload, self.symbol_size))
+        else {
             return false;
-        }
+        };
         if !self.held.insert(esi) {
             return false;
         }
-        if let (true, Some(p)) = (self.payloads, payload) {
-            let t = self.symbol_size;
-            if self.buf.is_empty() {
-                self.buf = vec![0; self.k as usize * t];
-            }
-            self.buf[esi as usize * t..(esi as usize + 1) * t].copy_from_slice(p);
+        let t = self.symbol_size;
+        if self.buf.is_empty() {
+            self.buf = vec![0; self.k as usize * t];
         }
+        self.buf[esi as usize * t..(esi as usize + 1) * t].copy_from_slice(p);
         true
     }
 

@@ -11,6 +11,7 @@
 //! Codes: [`raptorq`] (RFC 6330, default), [`reed_solomon`] (Fcast-style
 //! blocks), [`xor`] (MFTP/EC parity groups) and [`exact`] (no code).
 
+pub mod accounting;
 pub mod exact;
 pub mod layout;
 pub mod raptorq;
@@ -126,8 +127,8 @@ impl CodeKind {
     }
 
     /// A decoder for one block of `k` symbols. `payloads` chooses real
-    /// decoding or symbol accounting; `rng` draws the accounting model's
-    /// decode failures (RaptorQ only).
+    /// decoding or the accounting codec ([`accounting`]); `rng` draws the
+    /// accounting model's decode failures (RaptorQ only).
     pub fn decoder(
         self,
         k: u32,
@@ -135,15 +136,13 @@ impl CodeKind {
         payloads: bool,
         rng: &mut Rng,
     ) -> Box<dyn BlockDecoder> {
-        match self {
-            CodeKind::RaptorQ => {
-                Box::new(raptorq::RaptorQDecoder::new(k, symbol_size, payloads, rng))
-            }
-            CodeKind::ReedSolomon => {
-                Box::new(reed_solomon::RsDecoder::new(k, symbol_size, payloads))
-            }
-            CodeKind::Xor => Box::new(xor::XorDecoder::new(k, symbol_size, payloads)),
-            CodeKind::Exact => Box::new(exact::ExactDecoder::new(k, symbol_size, payloads)),
+        match (self, payloads) {
+            (CodeKind::Xor, false) => Box::new(xor::XorDecoder::counting(k)),
+            (_, false) => Box::new(accounting::AccountingDecoder::new(self, k, rng)),
+            (CodeKind::RaptorQ, true) => Box::new(raptorq::RaptorQDecoder::new(k, symbol_size)),
+            (CodeKind::ReedSolomon, true) => Box::new(reed_solomon::RsDecoder::new(k, symbol_size)),
+            (CodeKind::Xor, true) => Box::new(xor::XorDecoder::new(k, symbol_size)),
+            (CodeKind::Exact, true) => Box::new(exact::ExactDecoder::new(k, symbol_size)),
         }
     }
 }
@@ -174,7 +173,7 @@ pub trait BlockEncoder: Send {
 /// Collects encoding symbols of one block until it can be decoded.
 pub trait BlockDecoder: Send {
     /// Adds a symbol. `payload` must be `Some` (of exactly the symbol size)
-    /// in payload mode and is ignored in accounting mode. Returns false if the
+    /// for a real decoder and is ignored by the accounting codec. Returns false if the
     /// symbol was a duplicate or otherwise useless.
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool;
     /// Further symbols needed before decoding is expected to succeed.
@@ -192,16 +191,10 @@ pub trait BlockDecoder: Send {
     }
 }
 
-/// The checks every decoder makes before taking a symbol: its id is below
-/// `space`, and with payloads it carries exactly `symbol_size` bytes.
-pub(crate) fn admissible(
-    esi: u32,
-    space: u32,
-    payloads: bool,
-    payload: Option<&[u8]>,
-    symbol_size: usize,
-) -> bool {
-    esi < space && (!payloads || payload.is_some_and(|p| p.len() == symbol_size))
+/// The checks every real decoder makes before taking a symbol: its id is
+/// below `space` and it carries exactly `symbol_size` bytes.
+pub(crate) fn admissible(esi: u32, space: u32, payload: Option<&[u8]>, symbol_size: usize) -> bool {
+    esi < space && payload.is_some_and(|p| p.len() == symbol_size)
 }
 
 /// A set of symbol ids, as a growable bitmap starting at the word of the

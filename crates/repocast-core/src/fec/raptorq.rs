@@ -5,13 +5,11 @@
 //! cached per K. Symbols reach raptorq only after validation here (right
 //! length, id in range, block size within [`MAX_K`]): it panics otherwise.
 //!
-//! Without payloads the decoder is a model: it decodes once it holds
-//! K + o symbols, where the overhead o is drawn per block from the decode
-//! failure odds measured on this crate ([`FAIL_AT_K`], [`FAIL_AT_K1`]; see
-//! `docs/benchmarks.md` for the measurement).
+//! The decode failure odds measured on this crate ([`FAIL_AT_K`],
+//! [`FAIL_AT_K1`]; see `docs/benchmarks.md`) drive the accounting codec's
+//! model of it ([`super::accounting`]).
 
 use super::{BlockDecoder, BlockEncoder, IdSet};
-use crate::rng::Rng;
 use raptorq::{
     EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder,
     SourceBlockEncoder, SourceBlockEncodingPlan,
@@ -87,43 +85,29 @@ impl BlockEncoder for RaptorQEncoder {
     }
 }
 
-/// RaptorQ decoder (or its accounting model) for one block.
+/// RaptorQ decoder for one block.
 pub struct RaptorQDecoder {
     k: u32,
     symbol_size: usize,
     held: IdSet,
-    payloads: bool,
     /// Symbols kept until K are held; then raptorq's decoder is built and
     /// fed. Until then the block can be evicted (spilled to disk).
     pending: Vec<(u32, Vec<u8>)>,
     inner: Option<SourceBlockDecoder>,
     result: Option<Vec<u8>>,
-    overhead: u32,
     decoded: bool,
 }
 
 impl RaptorQDecoder {
     /// A decoder for a block of `k` symbols.
-    pub fn new(k: u32, symbol_size: u16, payloads: bool, rng: &mut Rng) -> Self {
-        let k = k.clamp(1, MAX_K);
-
-        let u = rng.next_f64();
-        let overhead = if u < FAIL_AT_K1 {
-            2
-        } else if u < FAIL_AT_K {
-            1
-        } else {
-            0
-        };
+    pub fn new(k: u32, symbol_size: u16) -> Self {
         RaptorQDecoder {
-            k,
+            k: k.clamp(1, MAX_K),
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            payloads,
             pending: Vec::new(),
             inner: None,
             result: None,
-            overhead,
             decoded: false,
         }
     }
@@ -132,40 +116,31 @@ impl RaptorQDecoder {
 impl BlockDecoder for RaptorQDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
         let space = crate::wire::data::MAX_SYMBOL_ID + 1;
-        if self.decoded || !super::admissible(esi, space, self.payloads, payload, self.symbol_size)
-        {
+        let Some(p) = payload
+            .filter(|_| !self.decoded && super::admissible(esi, space, payload, self.symbol_size))
+        else {
             return false;
-        }
+        };
         if !self.held.insert(esi) {
             return false;
         }
-        match payload.filter(|_| self.payloads) {
-            Some(p) => {
-                self.pending.push((esi, p.to_vec()));
-                if self.held.len() < self.k {
-                    return true;
-                }
-                let (k, t) = (self.k, self.symbol_size as u16);
-                let dec = self.inner.get_or_insert_with(|| {
-                    SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64)
-                });
-                // Every symbol is validated (length, id range, fresh id),
-                // so raptorq's asserts cannot fire.
-                let pkts = self
-                    .pending
-                    .drain(..)
-                    .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
-                if let Some(bytes) = dec.decode(pkts) {
-                    self.decoded = true;
-                    self.result = Some(bytes);
-                }
-            }
-            None => {
-                if self.held.len() >= self.k + self.overhead {
-                    self.decoded = true;
-                    self.result = Some(Vec::new());
-                }
-            }
+        self.pending.push((esi, p.to_vec()));
+        if self.held.len() < self.k {
+            return true;
+        }
+        let (k, t) = (self.k, self.symbol_size as u16);
+        let dec = self
+            .inner
+            .get_or_insert_with(|| SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64));
+        // Every symbol is validated (length, id range, fresh id), so
+        // raptorq's asserts cannot fire.
+        let pkts = self
+            .pending
+            .drain(..)
+            .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
+        if let Some(bytes) = dec.decode(pkts) {
+            self.decoded = true;
+            self.result = Some(bytes);
         }
         true
     }
@@ -191,7 +166,7 @@ impl BlockDecoder for RaptorQDecoder {
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
         // Only before raptorq has them (fewer than K held).
-        if !self.payloads || self.decoded || self.inner.is_some() {
+        if self.decoded || self.inner.is_some() {
             return None;
         }
         self.held = IdSet::default();
@@ -202,6 +177,7 @@ impl BlockDecoder for RaptorQDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rng::Rng;
 
     /// Measures raptorq's decode failure rate at exactly K and K+1 random
     /// symbols (a mix of source and repair). Run with --ignored; the
@@ -220,7 +196,7 @@ mod tests {
                 let mut enc = RaptorQEncoder::new(k, t, data);
                 let mut ids: Vec<u32> = (0..2 * k).collect();
                 rng.shuffle(&mut ids);
-                let mut dec = RaptorQDecoder::new(k, t, true, &mut rng);
+                let mut dec = RaptorQDecoder::new(k, t);
                 let mut out = Vec::new();
                 for (i, &esi) in ids.iter().take(k as usize + 1).enumerate() {
                     enc.symbol(esi, &mut out);

@@ -78,12 +78,11 @@ impl BlockEncoder for RsEncoder {
     }
 }
 
-/// Reed-Solomon decoder (or accounting) for one block.
+/// Reed-Solomon decoder for one block.
 pub struct RsDecoder {
     k: u32,
     n: u32,
     symbol_size: usize,
-    payloads: bool,
     held: IdSet,
     symbols: BTreeMap<u32, Vec<u8>>,
     decoded: bool,
@@ -91,13 +90,12 @@ pub struct RsDecoder {
 
 impl RsDecoder {
     /// A decoder for a block of `k` symbols.
-    pub fn new(k: u32, symbol_size: u16, payloads: bool) -> Self {
+    pub fn new(k: u32, symbol_size: u16) -> Self {
         let k = k.clamp(1, MAX_K);
         RsDecoder {
             k,
             n: k + repair_count(k),
             symbol_size: symbol_size as usize,
-            payloads,
             held: IdSet::default(),
             symbols: BTreeMap::new(),
             decoded: false,
@@ -138,16 +136,15 @@ impl RsDecoder {
 
 impl BlockDecoder for RsDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        if self.decoded || !super::admissible(esi, self.n, self.payloads, payload, self.symbol_size)
-        {
+        let Some(p) = payload
+            .filter(|_| !self.decoded && super::admissible(esi, self.n, payload, self.symbol_size))
+        else {
             return false;
-        }
+        };
         if !self.held.insert(esi) {
             return false;
         }
-        if let (true, Some(p)) = (self.payloads, payload) {
-            self.symbols.insert(esi, p.to_vec());
-        }
+        self.symbols.insert(esi, p.to_vec());
         true
     }
 
@@ -167,18 +164,14 @@ impl BlockDecoder for RsDecoder {
         if self.decoded || self.held.len() < self.k {
             return None;
         }
-        let out = if self.payloads {
-            self.decode_bytes()?
-        } else {
-            Vec::new()
-        };
+        let out = self.decode_bytes()?;
         self.decoded = true;
         self.symbols.clear();
         Some(out)
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        if !self.payloads || self.decoded {
+        if self.decoded {
             return None;
         }
         self.held = IdSet::default();

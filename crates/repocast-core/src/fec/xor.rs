@@ -71,7 +71,8 @@ fn xor_into(dst: &mut [u8], src: &[u8]) {
     }
 }
 
-/// XOR-parity decoder (or accounting) for one group.
+/// XOR-parity decoder for one group; [`XorDecoder::counting`] tracks rank
+/// alone (the accounting codec's XOR model).
 pub struct XorDecoder {
     k: u32,
     symbol_size: usize,
@@ -85,7 +86,16 @@ pub struct XorDecoder {
 
 impl XorDecoder {
     /// A decoder for a group of `k` symbols.
-    pub fn new(k: u32, symbol_size: u16, payloads: bool) -> Self {
+    pub fn new(k: u32, symbol_size: u16) -> Self {
+        Self::build(k, symbol_size, true)
+    }
+
+    /// A decoder without bytes: parity masks and rank only.
+    pub fn counting(k: u32) -> Self {
+        Self::build(k, 0, false)
+    }
+
+    fn build(k: u32, symbol_size: u16, payloads: bool) -> Self {
         let k = k.clamp(1, MAX_K);
         XorDecoder {
             k,
@@ -102,8 +112,12 @@ impl XorDecoder {
 impl BlockDecoder for XorDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
         let space = crate::wire::data::MAX_SYMBOL_ID + 1;
-        if self.decoded || !super::admissible(esi, space, self.payloads, payload, self.symbol_size)
-        {
+        let ok = if self.payloads {
+            super::admissible(esi, space, payload, self.symbol_size)
+        } else {
+            esi < space
+        };
+        if self.decoded || !ok {
             return false;
         }
         let mut m = mask(esi, self.k);
@@ -177,7 +191,7 @@ mod tests {
     fn repair_ids_reach_full_rank_for_every_group_size() {
         for k in 1..=MAX_K {
             // A receiver that lost every source symbol gets repair only.
-            let mut d = XorDecoder::new(k, 2, false);
+            let mut d = XorDecoder::counting(k);
             let mut esi = k;
             while d.try_decode().is_none() {
                 d.add(esi, None);

@@ -1,0 +1,83 @@
+//! Accounting mode as a codec: the one place that models decoding without
+//! bytes, for the simulator's runs. A block decodes once it holds `k +
+//! overhead` distinct symbol ids below its code's symbol space (RaptorQ:
+//! the overhead drawn from the measured failure odds, see
+//! [`super::raptorq::FAIL_AT_K`]; Reed-Solomon and exact packets: none).
+//! XOR parity is not a counting code (a parity packet may repeat what the
+//! others say): its decoder tracks rank without rows instead
+//! ([`super::xor::XorDecoder::counting`]).
+
+use super::{BlockDecoder, CodeKind, IdSet};
+use crate::rng::Rng;
+
+/// A decoder that counts symbols.
+pub struct AccountingDecoder {
+    k: u32,
+    space: u32,
+    overhead: u32,
+    held: IdSet,
+    decoded: bool,
+    reported: bool,
+}
+
+impl AccountingDecoder {
+    /// The model of `code`'s decoder for a block of `k` symbols (the code
+    /// must count: not XOR). RaptorQ draws its overhead from `rng`.
+    pub fn new(code: CodeKind, k: u32, rng: &mut Rng) -> Self {
+        let k = k.clamp(1, code.max_block_symbols());
+        let overhead = match code {
+            CodeKind::RaptorQ => {
+                let u = rng.next_f64();
+                if u < super::raptorq::FAIL_AT_K1 {
+                    2
+                } else if u < super::raptorq::FAIL_AT_K {
+                    1
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        };
+        let space = match code {
+            CodeKind::RaptorQ | CodeKind::Xor => crate::wire::data::MAX_SYMBOL_ID + 1,
+            c => c.symbol_space(k),
+        };
+        AccountingDecoder {
+            k,
+            space,
+            overhead,
+            held: IdSet::default(),
+            decoded: false,
+            reported: false,
+        }
+    }
+}
+
+impl BlockDecoder for AccountingDecoder {
+    fn add(&mut self, esi: u32, _payload: Option<&[u8]>) -> bool {
+        if self.decoded || esi >= self.space || !self.held.insert(esi) {
+            return false;
+        }
+        self.decoded = self.held.len() >= self.k + self.overhead;
+        true
+    }
+
+    fn needed(&self) -> u32 {
+        if self.decoded {
+            0
+        } else if self.held.len() >= self.k {
+            // K or more held and still undecoded: one more at a time.
+            1
+        } else {
+            self.k - self.held.len()
+        }
+    }
+
+    fn missing(&self) -> Vec<u32> {
+        self.held.missing_below(self.k)
+    }
+
+    fn try_decode(&mut self) -> Option<Vec<u8>> {
+        (self.decoded && !std::mem::replace(&mut self.reported, true)).then(Vec::new)
+    }
+}
