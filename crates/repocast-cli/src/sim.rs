@@ -52,6 +52,13 @@ pub fn run(a: SimArgs) -> ExitCode {
         bar.set_position(done as u64);
     });
     bar.finish_and_clear();
+    let points = match points {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("repocast sim: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let variable = s.sweep.as_ref().map_or("x", |w| w.variable.as_str());
     let wall = started.elapsed().as_secs_f64();
     let events: u64 = points.iter().map(|p| p.events).sum();

@@ -42,12 +42,10 @@ pub fn parse_rate(s: &str) -> Result<u64, NetError> {
     let v: f64 = num
         .trim()
         .parse()
-        .map_err(|_| NetError::Config(format!("bad rate {s:?} (try 100M, 1G, 250k)")))?;
+        .map_err(|_| NetError::Rate(s.to_owned()))?;
     let bps = v * mult;
     if !(bps.is_finite() && (1e3..=1e12).contains(&bps)) {
-        return Err(NetError::Config(format!(
-            "rate {s:?} out of range (1k..1T bit/s)"
-        )));
+        return Err(NetError::Rate(s.to_owned()));
     }
     Ok(bps as u64)
 }
@@ -69,9 +67,12 @@ pub fn resolve_server(s: &str) -> Result<SocketAddr, NetError> {
     };
     with_port
         .to_socket_addrs()
-        .map_err(|e| NetError::Config(format!("cannot resolve {s:?}: {e}")))?
+        .map_err(|source| NetError::Resolve {
+            host: s.to_owned(),
+            source,
+        })?
         .next()
-        .ok_or_else(|| NetError::Config(format!("{s:?} resolves to nothing")))
+        .ok_or_else(|| NetError::NoAddress(s.to_owned()))
 }
 
 #[cfg(test)]

@@ -109,8 +109,8 @@ impl GetReport {
 async fn connect(server: SocketAddr) -> Result<TcpStream, NetError> {
     let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(server))
         .await
-        .map_err(|_| NetError::Connection(format!("{server}: timed out")))?
-        .map_err(|e| NetError::Connection(format!("{server}: {e}")))?;
+        .map_err(|_| NetError::ConnectTimeout(server))?
+        .map_err(|source| NetError::Connect { server, source })?;
     let _ = sock.set_nodelay(true);
     Ok(sock)
 }
@@ -138,9 +138,7 @@ struct Join<'a> {
 impl Join<'_> {
     fn join(&self, ch: &Channels) -> Result<Groups, NetError> {
         let (Some(data), Some(announce)) = (ch.data, ch.announce) else {
-            return Err(NetError::Protocol(
-                "the server named no multicast groups".into(),
-            ));
+            return Err(NetError::NoGroups);
         };
         let src = if self.ssm { ch.source } else { None };
         Ok(Groups {
@@ -238,9 +236,9 @@ pub async fn list(server: SocketAddr) -> Result<Vec<CatalogueEntry>, NetError> {
     let mut ep = ClientEndpoint::new(core_now(start), cfg, MemoryStore::default());
     // The catalogue needs no groups: none are joined.
     drive(&mut ep, sock, start, None, None).await?;
-    match ep.outcomes().first().map(|o| o.result.clone()) {
-        Some(Err(why)) => Err(NetError::Protocol(why)),
-        _ => Ok(ep.catalogue().to_vec()),
+    match ep.ended() {
+        Some(why) => Err(NetError::Ended(why.to_owned())),
+        None => Ok(ep.catalogue().to_vec()),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Errors at the network layer's boundary (sockets, files, peers).
 
 use std::io;
+use std::net::SocketAddr;
 
 /// What can stop a server or a client run.
 #[derive(Debug, thiserror::Error)]
@@ -21,15 +22,59 @@ pub enum NetError {
         /// The OS error.
         source: io::Error,
     },
-    /// The server could not be reached or closed the connection.
-    #[error("request connection: {0}")]
-    Connection(String),
-    /// The peer sent something this build cannot accept.
-    #[error("protocol: {0}")]
-    Protocol(String),
-    /// The configuration or the command line is wrong.
+    /// The server could not be reached.
+    #[error("cannot connect to {server}: {source}")]
+    Connect {
+        /// The server's request address.
+        server: SocketAddr,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Connecting took longer than its timeout.
+    #[error("cannot connect to {0}: timed out")]
+    ConnectTimeout(SocketAddr),
+    /// The server's welcome named no multicast groups.
+    #[error("the server named no multicast groups")]
+    NoGroups,
+    /// The run ended before anything was received (e.g. `ls`).
     #[error("{0}")]
-    Config(String),
+    Ended(String),
+    /// A rate that is not a number of bits per second in range.
+    #[error("bad rate {0:?} (try 100M, 1G, 250k; 1k to 1T bit/s)")]
+    Rate(String),
+    /// A host name that does not resolve.
+    #[error("cannot resolve {host:?}: {source}")]
+    Resolve {
+        /// The name.
+        host: String,
+        /// The resolver's error.
+        source: io::Error,
+    },
+    /// A host name that resolves to no address.
+    #[error("{0:?} resolves to no address")]
+    NoAddress(String),
+    /// An interface that is not usable as given.
+    #[error("interface {name:?}: {why}")]
+    Interface {
+        /// As given.
+        name: String,
+        /// What is wrong.
+        why: &'static str,
+    },
+    /// An address that must be a multicast group is not.
+    #[error("{0} is not a multicast group")]
+    NotMulticast(std::net::IpAddr),
+    /// The repository folder is not a folder.
+    #[error("{0} is not a directory")]
+    NotADirectory(String),
+    /// A file in the repository cannot be laid out in blocks.
+    #[error("{name}: {source}")]
+    Layout {
+        /// The item.
+        name: String,
+        /// Why.
+        source: repocast_core::fec::layout::LayoutError,
+    },
     /// The server's settings or repository cannot be served.
     #[error("server configuration: {0}")]
     Server(#[from] repocast_core::server::ServerError),

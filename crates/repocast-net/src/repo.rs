@@ -6,7 +6,7 @@
 use crate::NetError;
 use repocast_core::ItemId;
 use repocast_core::fec::layout::Layout;
-use repocast_core::server::{BlockSource, ItemInfo};
+use repocast_core::server::{BlockSource, ItemInfo, SourceError};
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -154,10 +154,7 @@ impl Repository {
     pub fn scan(root: &Path, fec: &FecParams) -> Result<Repository, NetError> {
         let meta = fs::metadata(root).map_err(|e| NetError::file(root, e))?;
         if !meta.is_dir() {
-            return Err(NetError::Config(format!(
-                "{} is not a directory",
-                root.display()
-            )));
+            return Err(NetError::NotADirectory(root.display().to_string()));
         }
         let mut found = Vec::new();
         walk(root, root, &mut found)?;
@@ -168,8 +165,10 @@ impl Repository {
         let (mut files, mut hashed, mut lines) = (Vec::new(), 0, String::new());
         for (name, path, meta) in found {
             let (size, mtime) = (meta.len(), mtime_ns(&meta));
-            let layout =
-                Layout::new(size, fec).map_err(|e| NetError::Config(format!("{name}: {e}")))?;
+            let layout = Layout::new(size, fec).map_err(|source| NetError::Layout {
+                name: name.clone(),
+                source,
+            })?;
             let key = (name.clone(), size, mtime, pk.clone());
             let (hash, block_hashes) = match cache.get(&key) {
                 Some(v) if v.1.len() == layout.blocks() as usize => v.clone(),
@@ -241,27 +240,27 @@ impl BlockSource for FileSource {
         offset: u64,
         len: usize,
         out: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        let (path, size, mtime) = self.files.get(item.0 as usize).ok_or("no such item")?;
+    ) -> Result<(), SourceError> {
+        let (path, size, mtime) = self.files.get(item.0 as usize).ok_or(SourceError::NoItem)?;
+        let io = |source| SourceError::Io {
+            path: path.display().to_string(),
+            source,
+        };
         if self.open.as_ref().is_none_or(|(i, _)| *i != item) {
-            let f = File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let m = f
-                .metadata()
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let f = File::open(path).map_err(io)?;
+            let m = f.metadata().map_err(io)?;
             if m.len() != *size || mtime_ns(&m) != *mtime {
-                return Err(format!(
-                    "{} changed on disk since it was scanned; restart the server",
-                    path.display()
-                ));
+                return Err(SourceError::Changed {
+                    path: path.display().to_string(),
+                });
             }
             self.open = Some((item, f));
         }
         let Some((_, f)) = &self.open else {
-            return Err("no open file".into());
+            return Err(SourceError::NoItem);
         };
         let start = out.len();
         out.resize(start + len, 0);
-        f.read_exact_at(&mut out[start..], offset)
-            .map_err(|e| format!("{}: {e}", path.display()))
+        f.read_exact_at(&mut out[start..], offset).map_err(io)
     }
 }

@@ -37,19 +37,26 @@ impl Interface {
                     v4: Some(v4),
                     ..Default::default()
                 }),
-                IpAddr::V6(_) => Err(NetError::Config(
-                    "give an IPv6 interface by name (e.g. eth0), not by address".into(),
-                )),
+                IpAddr::V6(_) => Err(NetError::Interface {
+                    name: spec.to_owned(),
+                    why: "give an IPv6 interface by name (e.g. eth0), not by address",
+                }),
             };
         }
         if spec.contains('/') || spec.is_empty() {
-            return Err(NetError::Config(format!("bad interface name {spec:?}")));
+            return Err(NetError::Interface {
+                name: spec.to_owned(),
+                why: "not an interface name",
+            });
         }
         let path = format!("/sys/class/net/{spec}/ifindex");
         let index = std::fs::read_to_string(&path)
             .ok()
             .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| NetError::Config(format!("no interface named {spec:?}")))?;
+            .ok_or_else(|| NetError::Interface {
+                name: spec.to_owned(),
+                why: "no such interface",
+            })?;
         Ok(Interface {
             v4: None,
             index,
@@ -131,10 +138,7 @@ pub fn receiver(
         move |e| NetError::socket(what, e)
     };
     if !group.ip().is_multicast() {
-        return Err(NetError::Config(format!(
-            "{} is not a multicast group",
-            group.ip()
-        )));
+        return Err(NetError::NotMulticast(group.ip()));
     }
     let s = Socket::new(domain(&group.ip()), Type::DGRAM, Some(Protocol::UDP))
         .map_err(err("create"))?;

@@ -35,6 +35,9 @@ pub enum SimError {
     /// A value in the scenario is out of range or unknown.
     #[error("scenario: {0}")]
     Invalid(String),
+    /// The sweep's thread pool could not start.
+    #[error("thread pool: {0}")]
+    Threads(#[from] rayon::ThreadPoolBuildError),
     /// Results cannot be written.
     #[error("{path}: {source}")]
     Output {

@@ -1,10 +1,10 @@
 //! One simulated run: a scenario point, one series, one seed, through the
 //! core's state machines in accounting mode.
 
+use crate::SimError;
 use crate::engine::Harness;
-use crate::scenario::{Scenario, Series};
+use crate::scenario::{ProfileName, Scenario, Series, SeriesScheme};
 use crate::workload;
-use repocast_core::fec::CodeKind;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::server::ServerConfig;
 use repocast_core::{Instant, SessionId};
@@ -103,43 +103,48 @@ fn run_srm(s: &Scenario, seed: u64) -> RunMetrics {
 }
 
 /// Runs `series` on `scenario` (already at its x) with `seed`.
-pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
-    if series.is_srm() {
-        return run_srm(s, seed);
-    }
+pub fn run(s: &Scenario, series: &Series, seed: u64) -> Result<RunMetrics, SimError> {
+    let scheme = match &series.scheme {
+        SeriesScheme::Srm => return Ok(run_srm(s, seed)),
+        SeriesScheme::Scheme(x) => *x,
+    };
     let w = &s.workload;
     let n = &s.network;
-    let code = CodeKind::from_name(&series.code).unwrap_or(CodeKind::RaptorQ);
+    let code = series.code.0;
     let mut specs = workload::clients(s, seed);
     let mut sizes = workload::catalogue(s);
     if series.unicast {
         (specs, sizes) = workload::private_copies(specs, &sizes);
     }
-    let scheduler = match SchedulerKind::from_name(&series.scheduler) {
+    let scheduler = match &series.scheduler.0 {
         // MAD's access probabilities: each document's share of requests.
-        Some(SchedulerKind::Mad { .. }) => SchedulerKind::Mad {
+        SchedulerKind::Mad { .. } => SchedulerKind::Mad {
             weights: workload::popularity(&specs, sizes.len()),
         },
-        Some(k) => k,
-        None => SchedulerKind::Rq,
+        k => k.clone(),
     };
-    let cfg = ServerConfig {
+    let profile = series.profile.profile();
+    let mut cfg = ServerConfig {
         session: SessionId(1),
-        scheme: series.scheme.parse().unwrap_or_default(),
+        scheme,
         scheduler,
         code,
         symbol_size: w.packet_bytes.max(16) & !1,
         max_block_symbols: code.default_block_symbols(),
         packet_interval: ms(n.packet_time_ms),
         burst: 1,
-        nak_window: (ms(n.nak_window_ms[0]), ms(n.nak_window_ms[1])),
         payloads: false,
         seed,
-        ..ServerConfig::default()
+        ..profile.server()
     };
-    let Ok(mut h) = Harness::accounting(cfg, &sizes, workload::loss(n.server_loss, n.burst)) else {
-        return RunMetrics::default();
-    };
+    // The study's runs take their NAK window from the scenario; a shipped
+    // profile brings its own.
+    if series.profile == ProfileName::Study {
+        cfg.nak_window = (ms(n.nak_window_ms[0]), ms(n.nak_window_ms[1]));
+    }
+    let mut h = Harness::accounting(cfg, &sizes, workload::loss(n.server_loss, n.burst))
+        .map_err(|e| SimError::Invalid(format!("series {}: {e}", series.label())))?;
+    h.client_config = profile.client();
     h.control_delay = ms(n.nak_travel_min_ms);
     h.control_tail = ms(n.nak_travel_mean_ms - n.nak_travel_min_ms);
     let arrived = specs.len();
@@ -174,5 +179,5 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> RunMetrics {
     m.repair_packets = st.repair_packets;
     m.naks = st.naks;
     m.events = h.events();
-    m
+    Ok(m)
 }

@@ -3,6 +3,10 @@
 //! so `base.toml` only names what it must. Documented in `docs/scenarios.md`.
 
 use crate::SimError;
+use repocast_core::fec::CodeKind;
+use repocast_core::policy::Scheme;
+use repocast_core::profile::Profile;
+use repocast_core::sched::SchedulerKind;
 use serde::Deserialize;
 
 /// One scenario.
@@ -121,9 +125,9 @@ pub struct Workload {
     /// Mean time between new clients.
     pub arrival_mean_s: f64,
     /// `poisson` or `fixed` spacing.
-    pub arrivals: String,
+    pub arrivals: Arrivals,
     /// `uniform` or `zipf` popularity.
-    pub popularity: String,
+    pub popularity: Popularity,
     /// Zipf exponent.
     pub zipf_s: f64,
     /// Loss of the second class of clients.
@@ -149,8 +153,8 @@ impl Default for Workload {
             packet_bytes: 512,
             request_mean: 9.0,
             arrival_mean_s: 4.0,
-            arrivals: "poisson".into(),
-            popularity: "uniform".into(),
+            arrivals: Arrivals::Poisson,
+            popularity: Popularity::Uniform,
             zipf_s: 1.0,
             high_loss: 0.5,
             high_fraction: 0.0,
@@ -161,18 +165,126 @@ impl Default for Workload {
     }
 }
 
+/// How clients arrive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrivals {
+    /// Exponential gaps with the mean.
+    Poisson,
+    /// Every mean seconds exactly.
+    Fixed,
+}
+
+/// Which items clients pick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Popularity {
+    /// Every item alike.
+    Uniform,
+    /// Item i with weight 1 / i^s.
+    Zipf,
+}
+
+/// A series' scheme: the one notation, or the SRM baseline.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum SeriesScheme {
+    /// SRM on its own driver.
+    Srm,
+    /// A repocast scheme.
+    Scheme(Scheme),
+}
+
+impl TryFrom<String> for SeriesScheme {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s.trim().eq_ignore_ascii_case("srm") {
+            return Ok(SeriesScheme::Srm);
+        }
+        s.parse()
+            .map(SeriesScheme::Scheme)
+            .map_err(|e| format!("{e}"))
+    }
+}
+
+impl std::fmt::Display for SeriesScheme {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SeriesScheme::Srm => f.write_str("SRM"),
+            SeriesScheme::Scheme(s) => s.fmt(f),
+        }
+    }
+}
+
+/// A scheduler by name (`rq`, `rq-fill`, `fifo`, ...).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct SchedulerName(pub SchedulerKind);
+
+impl TryFrom<String> for SchedulerName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        SchedulerKind::from_name(&s)
+            .map(SchedulerName)
+            .ok_or_else(|| format!("unknown scheduler {s:?}"))
+    }
+}
+
+/// An erasure code by name (`raptorq`, `rs`, `xor`, `exact`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct CodeName(pub CodeKind);
+
+impl TryFrom<String> for CodeName {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        CodeKind::from_name(&s)
+            .map(CodeName)
+            .ok_or_else(|| format!("unknown code {s:?} (raptorq, rs, xor, exact)"))
+    }
+}
+
+/// Which shipped settings a series runs with (see
+/// `repocast_core::profile`): the study's (default), or what `repocast
+/// serve` and `repocast get` run (`lan`: its NAK window, report timeout,
+/// loss-aware repairs and early loss reports; the scenario's network and
+/// the series' scheme still apply).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProfileName {
+    /// The published study's settings.
+    #[default]
+    Study,
+    /// The shipped LAN settings.
+    Lan,
+}
+
+impl ProfileName {
+    /// The core's profile.
+    pub fn profile(self) -> Profile {
+        match self {
+            ProfileName::Study => Profile::Study,
+            ProfileName::Lan => Profile::Lan,
+        }
+    }
+}
+
 /// One compared scheme.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Series {
-    /// In the one notation: `FEC(0.01R)+R(0)`, `FEC(0)+R(inf)+notify`, `ARM`.
-    pub scheme: String,
-    /// Scheduler name (default `rq`).
+    /// In the one notation: `FEC(0.01R)+R(0)`, `FEC(0)+R(inf)+notify`,
+    /// `ARM`; or `SRM`.
+    pub scheme: SeriesScheme,
+    /// Scheduler (default `rq`).
     #[serde(default = "d_rq")]
-    pub scheduler: String,
-    /// Code name (default `raptorq`).
+    pub scheduler: SchedulerName,
+    /// Code (default `raptorq`).
     #[serde(default = "d_raptorq")]
-    pub code: String,
+    pub code: CodeName,
+    /// Settings profile (default `study`).
+    #[serde(default)]
+    pub profile: ProfileName,
     /// Label (default: the scheme, plus scheduler/code when not default).
     #[serde(default)]
     pub label: Option<String>,
@@ -187,7 +299,7 @@ impl Series {
     /// Whether this series is the SRM baseline (`scheme = "SRM"`), which
     /// runs on its own driver rather than the server and client.
     pub fn is_srm(&self) -> bool {
-        self.scheme.trim().eq_ignore_ascii_case("srm")
+        self.scheme == SeriesScheme::Srm
     }
 
     /// The label used in tables and plots.
@@ -195,12 +307,15 @@ impl Series {
         if let Some(l) = &self.label {
             return l.clone();
         }
-        let mut l = self.scheme.clone();
-        if self.scheduler != "rq" {
-            l.push_str(&format!(" {}", self.scheduler));
+        let mut l = self.scheme.to_string();
+        if self.scheduler.0 != SchedulerKind::Rq {
+            l.push_str(&format!(" {}", self.scheduler.0.name()));
         }
-        if self.code != "raptorq" {
-            l.push_str(&format!(" {}", self.code));
+        if self.code.0 != CodeKind::RaptorQ {
+            l.push_str(&format!(" {}", self.code.0.name()));
+        }
+        if self.profile != ProfileName::Study {
+            l.push_str(" (lan profile)");
         }
         l
     }
@@ -233,11 +348,11 @@ fn d_duration() -> f64 {
 fn d_one() -> u32 {
     1
 }
-fn d_rq() -> String {
-    "rq".into()
+fn d_rq() -> SchedulerName {
+    SchedulerName(SchedulerKind::Rq)
 }
-fn d_raptorq() -> String {
-    "raptorq".into()
+fn d_raptorq() -> CodeName {
+    CodeName(CodeKind::RaptorQ)
 }
 
 impl Scenario {
@@ -276,15 +391,6 @@ impl Scenario {
                 }
                 continue;
             }
-            if s.scheme.parse::<repocast_core::policy::Scheme>().is_err() {
-                return bad(format!("bad scheme {:?}", s.scheme));
-            }
-            if repocast_core::sched::SchedulerKind::from_name(&s.scheduler).is_none() {
-                return bad(format!("unknown scheduler {:?}", s.scheduler));
-            }
-            if repocast_core::fec::CodeKind::from_name(&s.code).is_none() {
-                return bad(format!("unknown code {:?}", s.code));
-            }
         }
         if let Some(sw) = &self.sweep {
             if !SWEEPABLE.contains(&sw.variable.as_str()) {
@@ -316,11 +422,6 @@ impl Scenario {
         }
         if w.items == 0 || w.item_packets == 0 || w.request_mean < 1.0 || w.arrival_mean_s <= 0.0 {
             return bad("workload sizes must be positive".into());
-        }
-        if !["poisson", "fixed"].contains(&w.arrivals.as_str())
-            || !["uniform", "zipf"].contains(&w.popularity.as_str())
-        {
-            return bad("arrivals: poisson|fixed; popularity: uniform|zipf".into());
         }
         if self.duration_s.is_nan() || self.duration_s <= 0.0 || self.network.packet_time_ms <= 0.0
         {

@@ -1,10 +1,11 @@
-//! A sweep: every (series, x, seed) run on `jobs` threads, aggregated per
-//! (series, x). Runs are independent and seeded, and results are gathered
+//! A sweep: every (series, x, seed) run on a `rayon` pool of `jobs`
+//! threads, aggregated per (series, x). Runs are independent and seeded, and results are gathered
 //! by index, so the numbers are the same bit for bit whatever `jobs` is.
 
+use crate::SimError;
 use crate::run::{RunMetrics, run};
 use crate::scenario::Scenario;
-use std::sync::Mutex;
+use rayon::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// One point of one series, over all seeds.
@@ -83,14 +84,15 @@ fn aggregate(series: String, x: f64, runs: &[RunMetrics]) -> Point {
     }
 }
 
-/// Runs the whole sweep; `progress` is called after each run with
-/// (done, total).
+/// Runs the whole sweep on a pool of `jobs` threads; `progress` is called
+/// after each run with (done, total). A run that cannot be built (a bad
+/// series) fails the sweep.
 pub fn sweep(
     s: &Scenario,
     seeds: u32,
     jobs: usize,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> Vec<Point> {
+) -> Result<Vec<Point>, SimError> {
     let xs = s.xs();
     let seeds = seeds.max(1);
     let mut tasks = Vec::new();
@@ -101,31 +103,20 @@ pub fn sweep(
             }
         }
     }
-    let results: Vec<Mutex<Option<RunMetrics>>> = tasks.iter().map(|_| Mutex::new(None)).collect();
-    let next = AtomicUsize::new(0);
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs.max(1))
+        .build()?;
     let done = AtomicUsize::new(0);
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(si, xi, seed)) = tasks.get(i) else {
-                        break;
-                    };
-                    let point = s.at(xs[xi]);
-                    let m = run(&point, &s.series[si], 1 + seed as u64 * 7919);
-                    if let Ok(mut slot) = results[i].lock() {
-                        *slot = Some(m);
-                    }
-                    progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
-                }
-            });
-        }
-    });
-    let results: Vec<RunMetrics> = results
-        .into_iter()
-        .map(|m| m.into_inner().ok().flatten().unwrap_or_default())
-        .collect();
+    let results: Vec<RunMetrics> = pool.install(|| {
+        tasks
+            .par_iter()
+            .map(|&(si, xi, seed)| {
+                let m = run(&s.at(xs[xi]), &s.series[si], 1 + seed as u64 * 7919);
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, tasks.len());
+                m
+            })
+            .collect::<Result<_, _>>()
+    })?;
     let mut points = Vec::new();
     for (si, series) in s.series.iter().enumerate() {
         for (xi, &x) in xs.iter().enumerate() {
@@ -138,5 +129,5 @@ pub fn sweep(
             points.push(aggregate(series.label(), x, &runs));
         }
     }
-    points
+    Ok(points)
 }

@@ -101,7 +101,7 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
     let n = w.items;
     let weights: Vec<f64> = (1..=n)
         .map(|i| {
-            if w.popularity == "zipf" {
+            if w.popularity == crate::scenario::Popularity::Zipf {
                 1.0 / (i as f64).powf(w.zipf_s)
             } else {
                 1.0
@@ -117,7 +117,7 @@ pub fn clients(s: &Scenario, seed: u64) -> Vec<ClientSpec> {
     let all: f64 = weights.iter().sum();
     let mut avail = weights.clone();
     loop {
-        let gap = if w.arrivals == "fixed" {
+        let gap = if w.arrivals == crate::scenario::Arrivals::Fixed {
             w.arrival_mean_s
         } else {
             -(1.0 - rng.next_f64()).ln() * w.arrival_mean_s

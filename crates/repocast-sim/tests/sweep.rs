@@ -26,8 +26,8 @@ scheme = "FEC(0.01R)+R(0)"
 #[test]
 fn results_do_not_depend_on_the_thread_count() {
     let s = short(TWO_SERIES);
-    let one = sweep(&s, 2, 1, &|_, _| {});
-    let three = sweep(&s, 2, 3, &|_, _| {});
+    let one = sweep(&s, 2, 1, &|_, _| {}).expect("sweep");
+    let three = sweep(&s, 2, 3, &|_, _| {}).expect("sweep");
     assert_eq!(one, three);
     assert_eq!(one.len(), 4);
 }
@@ -35,7 +35,7 @@ fn results_do_not_depend_on_the_thread_count() {
 #[test]
 fn an_hour_of_the_base_case_has_sane_magnitudes() {
     let s = short(TWO_SERIES);
-    let pts = sweep(&s, 1, 2, &|_, _| {});
+    let pts = sweep(&s, 1, 2, &|_, _| {}).expect("sweep");
     for p in &pts {
         // About 900 clients arrive in an hour; a transmission is 60 x 80 ms.
         assert!(p.arrived > 700.0 && p.arrived < 1100.0, "{p:?}");
@@ -112,7 +112,7 @@ items = [2, 4]
 items = [2, 3]
 "#,
     );
-    let m = repocast_sim::run::run(&s, &s.series[0], 1);
+    let m = repocast_sim::run::run(&s, &s.series[0], 1).expect("run");
     let t = 60.0 * 0.08;
     let expect = [3.0 * t, 4.0 * t, 2.0 * t];
     assert_eq!(m.delays.len(), 3);
@@ -131,7 +131,7 @@ items = [2, 3]
 #[test]
 fn the_plot_has_a_line_per_series_and_labelled_axes() {
     let s = short(TWO_SERIES);
-    let pts = sweep(&s, 1, 2, &|_, _| {});
+    let pts = sweep(&s, 1, 2, &|_, _| {}).expect("sweep");
     let svg = repocast_sim::plot::svg(&pts, "client_loss", "t");
     assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
     assert_eq!(svg.matches("<polyline").count(), 2);
@@ -145,4 +145,69 @@ fn the_plot_has_a_line_per_series_and_labelled_axes() {
         "a chart, not a blank image: {} bytes",
         png.len()
     );
+}
+
+#[test]
+fn a_bad_value_fails_at_load_naming_its_field() {
+    for (text, field, what) in [
+        ("arrivals = \"weekly\"", "arrivals", "weekly"),
+        ("popularity = \"zapf\"", "popularity", "zapf"),
+    ] {
+        let doc =
+            format!("name = \"t\"\n[workload]\n{text}\n[[series]]\nscheme = \"FEC(0)+R(0)\"\n");
+        let e = toml::from_str::<Scenario>(&doc)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains(field) && e.contains(what), "{e}");
+    }
+    for (text, field, what) in [
+        ("scheme = \"FEC(x)\"", "scheme", "FEC(x)"),
+        (
+            "scheme = \"FEC(0)\"\nscheduler = \"nope\"",
+            "scheduler",
+            "unknown scheduler",
+        ),
+        (
+            "scheme = \"FEC(0)\"\ncode = \"ldpc\"",
+            "code",
+            "unknown code",
+        ),
+        ("scheme = \"FEC(0)\"\nprofile = \"wan\"", "profile", "wan"),
+    ] {
+        let doc = format!("name = \"t\"\n[[series]]\n{text}\n");
+        let e = toml::from_str::<Scenario>(&doc)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains(field) && e.contains(what), "{e}");
+    }
+}
+
+#[test]
+fn the_shipped_lan_profile_runs_in_the_simulator() {
+    let s = short(
+        r#"
+name = "lan"
+duration_s = 600.0
+[network]
+packet_time_ms = 0.107
+nak_travel_min_ms = 0.1
+nak_travel_mean_ms = 0.2
+[[series]]
+scheme = "FEC(maxloss+0.02)+R(inf)+notify"
+profile = "lan"
+[[series]]
+scheme = "FEC(maxloss+0.02)+R(inf)+notify"
+"#,
+    );
+    let pts = sweep(&s, 1, 2, &|_, _| {}).expect("sweep");
+    assert_eq!(
+        pts[0].series,
+        "FEC(maxloss+0.02)+R(inf)+notify (lan profile)"
+    );
+    for p in &pts {
+        assert!(p.clients > 100.0 && p.clients >= p.arrived - 2.0, "{p:?}");
+    }
+    // The LAN profile's 5-50 ms NAK window and 500 ms report timeout end
+    // repair rounds sooner than the study's 30-210 ms on a LAN.
+    assert!(pts[0].avg_delay_s < pts[1].avg_delay_s, "{pts:?}");
 }

@@ -409,6 +409,12 @@ impl<S: BlockStore> ClientEndpoint<S> {
         self.events.pop_front()
     }
 
+    /// Why the run ended early (a bad message, a close, the idle timeout),
+    /// if it did.
+    pub fn ended(&self) -> Option<&str> {
+        self.ended.as_deref()
+    }
+
     /// Whether every requested item is verified or failed.
     pub fn is_finished(&self) -> bool {
         self.ended.is_some()

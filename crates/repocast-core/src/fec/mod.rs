@@ -158,9 +158,14 @@ pub enum FecError {
         /// Bytes supplied.
         len: usize,
     },
-    /// The code rejected its parameters.
-    #[error("code parameters rejected: {0}")]
-    Params(String),
+    /// The block is larger than the code can encode.
+    #[error("block of {k} symbols over the code's {max}")]
+    BlockTooLarge {
+        /// Symbols in the block.
+        k: u32,
+        /// The code's largest block.
+        max: u32,
+    },
 }
 
 /// Produces encoding symbols for one source block.

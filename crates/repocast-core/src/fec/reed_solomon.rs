@@ -35,7 +35,7 @@ impl RsEncoder {
     /// An encoder over `data` (exactly `k * symbol_size` bytes).
     pub fn new(k: u32, symbol_size: u16, data: Vec<u8>) -> Result<Self, FecError> {
         if k > MAX_K {
-            return Err(FecError::Params(format!("k {k} over {MAX_K}")));
+            return Err(FecError::BlockTooLarge { k, max: MAX_K });
         }
         Ok(RsEncoder {
             k,

@@ -102,15 +102,50 @@ pub trait BlockSource {
         offset: u64,
         len: usize,
         out: &mut Vec<u8>,
-    ) -> Result<(), String>;
+    ) -> Result<(), SourceError>;
+}
+
+/// Why block bytes could not be read; every request for the item fails
+/// with it.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The source has no such item.
+    #[error("no such item")]
+    NoItem,
+    /// The range is past the item's end.
+    #[error("read past the end of the item")]
+    PastEnd,
+    /// The file is not what was scanned (size or time changed).
+    #[error("{path} changed on disk since it was scanned")]
+    Changed {
+        /// The file.
+        path: String,
+    },
+    /// The file could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Fewer bytes came than the block holds.
+    #[error("short read of block {0}")]
+    Short(u32),
+    /// The code refused the block.
+    #[error("{0}")]
+    Code(#[from] crate::fec::FecError),
+    /// Accounting runs have no bytes.
+    #[error("no payloads in accounting mode")]
+    NoPayloads,
 }
 
 /// A source for accounting mode: never called.
 pub struct NoPayload;
 
 impl BlockSource for NoPayload {
-    fn read(&mut self, _: ItemId, _: u64, _: usize, _: &mut Vec<u8>) -> Result<(), String> {
-        Err("no payloads in accounting mode".into())
+    fn read(&mut self, _: ItemId, _: u64, _: usize, _: &mut Vec<u8>) -> Result<(), SourceError> {
+        Err(SourceError::NoPayloads)
     }
 }
 

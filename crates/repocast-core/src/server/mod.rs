@@ -15,7 +15,7 @@ pub mod transmission;
 
 pub use config::{
     BlockSource, ClientSummary, ItemInfo, NoPayload, ServerConfig, ServerEvent, ServerStats,
-    Transmit,
+    SourceError, Transmit,
 };
 
 use crate::fec::layout::Layout;
@@ -323,15 +323,7 @@ impl Server {
             None
         };
         let iv = self.cfg.packet_interval;
-        let next = cur.next(
-            now,
-            iv,
-            self.cfg.session,
-            &st.info,
-            &st.layout,
-            self.cfg.code,
-            src,
-        );
+        let next = cur.next(now, iv, self.cfg.session, &st.layout, self.cfg.code, src);
         match next {
             Ok(Some(pkt)) => {
                 let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
@@ -354,7 +346,7 @@ impl Server {
             Err(e) => {
                 let item = cur.item;
                 self.finish_current(now);
-                self.fail_item(item, e.0);
+                self.fail_item(item, e.0.to_string());
                 self.outbox.pop_front()
             }
         }

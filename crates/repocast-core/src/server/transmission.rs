@@ -5,7 +5,7 @@
 //! holds at most one block of item data. Transmissions are non-preemptive:
 //! once started, a plan is sent to the end.
 
-use super::config::{BlockSource, ItemInfo};
+use super::config::BlockSource;
 use crate::fec::layout::Layout;
 use crate::fec::{BlockEncoder, CodeKind};
 use crate::wire::{AnnounceKind, DataRepr};
@@ -158,7 +158,7 @@ impl ArmTx {
 
 /// Why a packet could not be produced.
 #[derive(Debug)]
-pub struct ReadFailed(pub String);
+pub struct ReadFailed(pub super::SourceError);
 
 impl Transmission {
     /// A transmission of `plan` (segments with no ids are dropped).
@@ -291,22 +291,20 @@ impl Transmission {
         now: crate::Instant,
         interval: std::time::Duration,
         session: SessionId,
-        info: &ItemInfo,
         layout: &Layout,
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
         if self.arm.is_some() {
-            self.next_arm_packet(now, interval, session, info, layout, code, source)
+            self.next_arm_packet(now, interval, session, layout, code, source)
         } else {
-            self.next_planned(session, info, layout, code, source)
+            self.next_planned(session, layout, code, source)
         }
     }
 
     fn next_planned(
         &mut self,
         session: SessionId,
-        info: &ItemInfo,
         layout: &Layout,
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
@@ -319,7 +317,7 @@ impl Transmission {
         if let Some(src) = source {
             if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
                 self.encoder = None;
-                let enc = load_encoder(self.item, block, info, layout, code, src)?;
+                let enc = load_encoder(self.item, block, layout, code, src)?;
                 self.encoder = Some((block, enc));
             }
             if let Some((_, enc)) = self.encoder.as_mut() {
@@ -354,7 +352,6 @@ impl Transmission {
 fn load_encoder(
     item: ItemId,
     block: u32,
-    info: &ItemInfo,
     layout: &Layout,
     code: CodeKind,
     src: &mut dyn BlockSource,
@@ -370,14 +367,11 @@ fn load_encoder(
     )
     .map_err(ReadFailed)?;
     if data.len() as u64 != layout.block_len(block) {
-        return Err(ReadFailed(format!(
-            "{}: short read of block {block}",
-            info.name
-        )));
+        return Err(ReadFailed(super::SourceError::Short(block)));
     }
     data.resize(k as usize * t, 0);
     code.encoder(k, layout.symbol_size(), data)
-        .map_err(|e| ReadFailed(e.to_string()))
+        .map_err(|e| ReadFailed(e.into()))
 }
 
 impl Transmission {
@@ -391,7 +385,6 @@ impl Transmission {
         now: crate::Instant,
         interval: std::time::Duration,
         session: SessionId,
-        info: &ItemInfo,
         layout: &Layout,
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
@@ -431,7 +424,7 @@ impl Transmission {
             let enc = match a.encoders.entry(block) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {
-                    e.insert(load_encoder(self.item, block, info, layout, code, src)?)
+                    e.insert(load_encoder(self.item, block, layout, code, src)?)
                 }
             };
             enc.symbol(esi, &mut payload);

@@ -213,6 +213,9 @@ pub struct Harness {
     /// Events simulated: packets and announcements handed to a receiver,
     /// control messages delivered, timers fired, clients joined.
     events: u64,
+    /// Settings of every client added (seed, name and mode are set per
+    /// client).
+    pub client_config: ClientConfig,
 }
 
 impl Harness {
@@ -299,6 +302,7 @@ impl Harness {
             push,
             seed,
             events: 0,
+            client_config: ClientConfig::default(),
         })
     }
 
@@ -311,7 +315,7 @@ impl Harness {
             seed,
             payloads: self.payloads,
             name: format!("c{i}"),
-            ..ClientConfig::default()
+            ..self.client_config.clone()
         });
         self.nodes.push(Node {
             loss: LossModel::new(spec.loss, seed ^ 0xc1),

@@ -2,7 +2,7 @@
 
 use repocast_core::ItemId;
 use repocast_core::fec::layout::Layout;
-use repocast_core::server::{BlockSource, ItemInfo, ServerError};
+use repocast_core::server::{BlockSource, ItemInfo, ServerError, SourceError};
 use repocast_core::wire::FecParams;
 
 /// Items held in memory, by item id.
@@ -45,12 +45,12 @@ impl BlockSource for MemorySource {
         offset: u64,
         len: usize,
         out: &mut Vec<u8>,
-    ) -> Result<(), String> {
-        let data = self.items.get(item.0 as usize).ok_or("no such item")?;
-        let s = usize::try_from(offset).map_err(|_| "offset")?;
+    ) -> Result<(), SourceError> {
+        let data = self.items.get(item.0 as usize).ok_or(SourceError::NoItem)?;
+        let s = usize::try_from(offset).map_err(|_| SourceError::PastEnd)?;
         let chunk = data
             .get(s..s.saturating_add(len))
-            .ok_or("read past the end")?;
+            .ok_or(SourceError::PastEnd)?;
         out.extend_from_slice(chunk);
         Ok(())
     }
