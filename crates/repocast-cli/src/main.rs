@@ -65,7 +65,6 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => e.exit(),
     };
-    let serve_matches = matches.subcommand_matches("serve").cloned();
     let command = cli
         .command
         .unwrap_or(Command::Demo(demo::DemoArgs::default()));
@@ -83,7 +82,7 @@ fn main() -> ExitCode {
     };
     rt.block_on(async move {
         match command {
-            Command::Serve(a) => serve::run(*a, serve_matches).await,
+            Command::Serve(a) => serve::run(*a).await,
             Command::Get(a) => get::run(a).await,
             Command::Ls(a) => get::ls(a).await,
             Command::Demo(a) => demo::run(a).await,

@@ -10,7 +10,8 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Options of `repocast serve`.
+/// Options of `repocast serve`. Each flag, when given, overrides the
+/// `--config` file, which overrides the defaults (shown in brackets).
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
     /// The repository: every regular file under it is an item (or `dir` in --config).
@@ -18,27 +19,26 @@ pub struct ServeArgs {
     /// A TOML file with any of these settings (flags given here win).
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Data rate cap in bit/s (100M, 1G, 250k).
-    #[arg(long, default_value = "100M")]
-    pub rate: String,
+    /// Data rate cap in bit/s (100M, 1G, 250k) [100M].
+    #[arg(long)]
+    pub rate: Option<String>,
     /// Interface to send on: an IPv4 address or a name (eth0).
     #[arg(long)]
     pub interface: Option<String>,
-    /// TCP address for request connections.
-    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], addr::REQUEST_PORT)))]
-    pub listen: SocketAddr,
-    /// Data channel group:port (IPv6 groups work too, e.g. [ff15::4701]:4701).
-    #[arg(long, default_value_t = SocketAddr::from((addr::DATA_GROUP_V4, addr::DATA_PORT)))]
-    pub data_group: SocketAddr,
-    /// Announcement channel group:port.
-    #[arg(long, default_value_t = SocketAddr::from((addr::ANNOUNCE_GROUP_V4, addr::ANNOUNCE_PORT)))]
-    pub announce_group: SocketAddr,
-    /// Multicast TTL (hop limit).
-    #[arg(long, default_value_t = 1)]
-    pub ttl: u32,
-    /// Whole scheme in one string, e.g. "FEC(0.01R)+R(0)+notify" or "ARM".
-    /// Default "FEC(maxloss+0.02)+R(inf)+notify", unless --fec,
-    /// --retransmit or --notify build one.
+    /// TCP address for request connections [0.0.0.0:4700].
+    #[arg(long)]
+    pub listen: Option<SocketAddr>,
+    /// Data channel group:port (IPv6 groups work too, e.g. [ff15::4701]:4701) [239.255.47.1:4701].
+    #[arg(long)]
+    pub data_group: Option<SocketAddr>,
+    /// Announcement channel group:port [239.255.47.2:4702].
+    #[arg(long)]
+    pub announce_group: Option<SocketAddr>,
+    /// Multicast TTL (hop limit) [1].
+    #[arg(long)]
+    pub ttl: Option<u32>,
+    /// Whole scheme in one string, e.g. "FEC(0.01R)+R(0)+notify" or "ARM"
+    /// [FEC(maxloss+0.02)+R(inf)+notify].
     #[arg(long, conflicts_with_all = ["fec", "retransmit", "notify"])]
     pub scheme: Option<String>,
     /// FEC policy: 0.1, 0.01R, 0.2/R, maxloss+0.05, or arm (default maxloss+0.02).
@@ -50,87 +50,95 @@ pub struct ServeArgs {
     /// Tell late joiners about the transmission in progress (with --fec/--retransmit).
     #[arg(long)]
     pub notify: bool,
-    /// Scheduler: rq, rq-fill, fifo, popular, rxw, mad, flat.
-    #[arg(long, default_value = "rq")]
-    pub scheduler: String,
-    /// Erasure code: raptorq, rs, xor, exact.
-    #[arg(long, default_value = "raptorq")]
-    pub code: String,
-    /// Bytes per symbol (even; 1280 fits a 1500-byte MTU).
-    #[arg(long, default_value_t = 1280)]
-    pub symbol_size: u16,
-    /// Largest source block in symbols (default: the code's).
+    /// Scheduler: rq, rq-fill, fifo, popular, rxw, mad, flat [rq].
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Erasure code: raptorq, rs, xor, exact [raptorq].
+    #[arg(long)]
+    pub code: Option<String>,
+    /// Bytes per symbol (even; 1280 fits a 1500-byte MTU) [1280].
+    #[arg(long)]
+    pub symbol_size: Option<u16>,
+    /// Largest source block in symbols [the code's].
     #[arg(long)]
     pub block_symbols: Option<u32>,
-    /// HTTP address for /metrics and /status.
-    #[arg(long, default_value_t = SocketAddr::from(([0, 0, 0, 0], addr::METRICS_PORT)))]
-    pub metrics: SocketAddr,
+    /// HTTP address for /metrics and /status [127.0.0.1:4703; give 0.0.0.0:4703 to expose it].
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
     /// Do not serve /metrics and /status.
     #[arg(long)]
     pub no_metrics: bool,
     /// This server's address, for clients' source-specific joins.
     #[arg(long)]
     pub source: Option<IpAddr>,
-    /// Seed for the server's random choices.
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seed for the server's random choices [1].
+    #[arg(long)]
+    pub seed: Option<u64>,
 }
 
-/// Turns the flags into options, or a message for the user.
-pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
-    let scheme: Scheme = match (&a.scheme, &a.fec, &a.retransmit, a.notify) {
-        (Some(s), ..) => s.parse().map_err(|e| format!("{e}"))?,
-        (None, None, None, false) => server::default_scheme(),
+/// The scheme the flags name, if they name one.
+fn scheme(a: &ServeArgs) -> Result<Option<Scheme>, String> {
+    let text = match (&a.scheme, &a.fec, &a.retransmit, a.notify) {
+        (Some(s), ..) => s.clone(),
+        (None, None, None, false) => return Ok(None),
         (None, fec, r, notify) => {
             let fec = fec.as_deref().unwrap_or("maxloss+0.02");
             let r = r.as_deref().unwrap_or("inf");
             let n = if notify { "+notify" } else { "" };
-            let text = if fec.eq_ignore_ascii_case("arm") {
+            if fec.eq_ignore_ascii_case("arm") {
                 format!("ARM+R({r}){n}")
             } else {
                 format!("FEC({fec})+R({r}){n}")
-            };
-            text.parse().map_err(|e| format!("{e}"))?
+            }
         }
     };
-    let scheduler = SchedulerKind::from_name(&a.scheduler).ok_or_else(|| {
-        format!(
-            "unknown scheduler {:?} (rq, rq-fill, fifo, popular, rxw, mad, flat)",
-            a.scheduler
-        )
-    })?;
-    let code = CodeKind::from_name(&a.code)
-        .ok_or_else(|| format!("unknown code {:?} (raptorq, rs, xor, exact)", a.code))?;
-    let dir = a
-        .dir
-        .clone()
-        .ok_or("give the repository folder (DIR, or dir in --config)")?;
-    let mut o = ServeOptions::new(dir);
-    o.rate_bps = addr::parse_rate(&a.rate).map_err(|e| e.to_string())?;
-    o.interface = Interface::parse(a.interface.as_deref()).map_err(|e| e.to_string())?;
-    o.listen = a.listen;
-    o.data_group = a.data_group;
-    o.announce_group = a.announce_group;
-    o.ttl = a.ttl;
-    o.scheme = scheme;
-    o.scheduler = scheduler;
-    o.code = code;
-    o.symbol_size = a.symbol_size;
-    o.max_block = a.block_symbols;
-    o.metrics = (!a.no_metrics).then_some(a.metrics);
-    o.source = a.source;
-    o.seed = a.seed;
+    text.parse().map(Some).map_err(|e| format!("{e}"))
+}
+
+/// The settings: defaults, then the `--config` file, then the flags given.
+pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
+    let mut o = match &a.config {
+        Some(path) => crate::config::load(path)?,
+        None => ServeOptions::default(),
+    };
+    let e = |e: repocast_net::NetError| e.to_string();
+    if let Some(d) = &a.dir {
+        o.dir = d.clone();
+    }
+    if let Some(r) = &a.rate {
+        o.rate_bps = addr::parse_rate(r).map_err(e)?;
+    }
+    if a.interface.is_some() {
+        o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
+    }
+    if let Some(s) = scheme(a)? {
+        o.scheme = s;
+    }
+    if let Some(s) = &a.scheduler {
+        o.scheduler = SchedulerKind::try_from(s.clone())?;
+    }
+    if let Some(c) = &a.code {
+        o.code = CodeKind::try_from(c.clone())?;
+    }
+    o.listen = a.listen.unwrap_or(o.listen);
+    o.data_group = a.data_group.unwrap_or(o.data_group);
+    o.announce_group = a.announce_group.unwrap_or(o.announce_group);
+    o.ttl = a.ttl.unwrap_or(o.ttl);
+    o.symbol_size = a.symbol_size.unwrap_or(o.symbol_size);
+    o.max_block = a.block_symbols.or(o.max_block);
+    o.source = a.source.or(o.source);
+    o.seed = a.seed.unwrap_or(o.seed);
+    if a.metrics.is_some() {
+        o.metrics = a.metrics;
+    }
+    if a.no_metrics {
+        o.metrics = None;
+    }
+    o.validate().map_err(e)?;
     Ok(o)
 }
 
-pub async fn run(mut a: ServeArgs, matches: Option<clap::ArgMatches>) -> ExitCode {
-    if let (Some(path), Some(m)) = (a.config.clone(), matches.as_ref()) {
-        if let Err(e) = crate::config::apply(&path, &mut a, m) {
-            eprintln!("repocast serve: {e}");
-            return ExitCode::from(2);
-        }
-    }
-
+pub async fn run(a: ServeArgs) -> ExitCode {
     let opts = match options(&a) {
         Ok(o) => o,
         Err(e) => {

@@ -14,7 +14,7 @@ fn config_file_settings_apply_and_flags_win() {
     std::fs::write(
         &cfg,
         format!(
-            "dir = {:?}\nrate = \"250M\"\nlisten = \"127.0.0.1:0\"\nno_metrics = true\nscheme = \"FEC(0.1)+R(5)\"\ninterface = \"127.0.0.1\"\ndata_group = \"239.255.47.151:4751\"\nannounce_group = \"239.255.47.152:4752\"\n",
+            "dir = {:?}\nrate = \"250M\"\nlisten = \"127.0.0.1:0\"\nmetrics = \"off\"\nscheme = \"FEC(0.1)+R(5)\"\ninterface = \"127.0.0.1\"\ndata_group = \"239.255.47.151:4751\"\nannounce_group = \"239.255.47.152:4752\"\n",
             repo.display().to_string()
         ),
     )

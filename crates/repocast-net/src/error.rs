@@ -61,6 +61,9 @@ pub enum NetError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A setting out of range, or settings that do not fit together.
+    #[error("{0}")]
+    Setting(&'static str),
     /// An address that must be a multicast group is not.
     #[error("{0} is not a multicast group")]
     NotMulticast(std::net::IpAddr),

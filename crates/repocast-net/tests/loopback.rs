@@ -439,3 +439,36 @@ async fn source_specific_joins_receive_from_the_named_source() {
     assert!(same(&repo.path().join("f"), &out.path().join("f")));
     srv.stop().await.expect("stop");
 }
+
+#[tokio::test]
+async fn bad_settings_through_the_library_are_errors_not_panics() {
+    let dir = tempfile::tempdir().expect("tmp");
+    write_repo(dir.path(), &[("a", 10)], 1);
+    let mut o = serve_opts(dir.path(), "FEC(0)+R(inf)");
+    o.rate_bps = 0;
+    let e = server::start(o.clone())
+        .await
+        .err()
+        .expect("rate 0 refused");
+    assert!(e.to_string().contains("rate 0"), "{e}");
+    let mut bad = o.clone();
+    bad.rate_bps = 1_000_000;
+    bad.data_group = (Ipv4Addr::LOCALHOST, 4000).into();
+    let e = server::start(bad)
+        .await
+        .err()
+        .expect("unicast group refused");
+    assert!(e.to_string().contains("not a multicast group"), "{e}");
+    let mut bad = o.clone();
+    bad.rate_bps = 1_000_000;
+    bad.ttl = 0;
+    assert!(server::start(bad).await.is_err());
+    let mut bad = o;
+    bad.rate_bps = 1_000_000;
+    bad.symbol_size = 7;
+    let e = server::start(bad)
+        .await
+        .err()
+        .expect("odd symbol size refused");
+    assert!(e.to_string().contains("symbol size 7"), "{e}");
+}

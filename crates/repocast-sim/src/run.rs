@@ -110,13 +110,13 @@ pub fn run(s: &Scenario, series: &Series, seed: u64) -> Result<RunMetrics, SimEr
     };
     let w = &s.workload;
     let n = &s.network;
-    let code = series.code.0;
+    let code = series.code;
     let mut specs = workload::clients(s, seed);
     let mut sizes = workload::catalogue(s);
     if series.unicast {
         (specs, sizes) = workload::private_copies(specs, &sizes);
     }
-    let scheduler = match &series.scheduler.0 {
+    let scheduler = match &series.scheduler {
         // MAD's access probabilities: each document's share of requests.
         SchedulerKind::Mad { .. } => SchedulerKind::Mad {
             weights: workload::popularity(&specs, sizes.len()),

@@ -216,34 +216,6 @@ impl std::fmt::Display for SeriesScheme {
     }
 }
 
-/// A scheduler by name (`rq`, `rq-fill`, `fifo`, ...).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct SchedulerName(pub SchedulerKind);
-
-impl TryFrom<String> for SchedulerName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        SchedulerKind::from_name(&s)
-            .map(SchedulerName)
-            .ok_or_else(|| format!("unknown scheduler {s:?}"))
-    }
-}
-
-/// An erasure code by name (`raptorq`, `rs`, `xor`, `exact`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct CodeName(pub CodeKind);
-
-impl TryFrom<String> for CodeName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        CodeKind::from_name(&s)
-            .map(CodeName)
-            .ok_or_else(|| format!("unknown code {s:?} (raptorq, rs, xor, exact)"))
-    }
-}
-
 /// Which shipped settings a series runs with (see
 /// `repocast_core::profile`): the study's (default), or what `repocast
 /// serve` and `repocast get` run (`lan`: its NAK window, report timeout,
@@ -278,10 +250,10 @@ pub struct Series {
     pub scheme: SeriesScheme,
     /// Scheduler (default `rq`).
     #[serde(default = "d_rq")]
-    pub scheduler: SchedulerName,
+    pub scheduler: SchedulerKind,
     /// Code (default `raptorq`).
     #[serde(default = "d_raptorq")]
-    pub code: CodeName,
+    pub code: CodeKind,
     /// Settings profile (default `study`).
     #[serde(default)]
     pub profile: ProfileName,
@@ -308,11 +280,11 @@ impl Series {
             return l.clone();
         }
         let mut l = self.scheme.to_string();
-        if self.scheduler.0 != SchedulerKind::Rq {
-            l.push_str(&format!(" {}", self.scheduler.0.name()));
+        if self.scheduler != SchedulerKind::Rq {
+            l.push_str(&format!(" {}", self.scheduler.name()));
         }
-        if self.code.0 != CodeKind::RaptorQ {
-            l.push_str(&format!(" {}", self.code.0.name()));
+        if self.code != CodeKind::RaptorQ {
+            l.push_str(&format!(" {}", self.code.name()));
         }
         if self.profile != ProfileName::Study {
             l.push_str(" (lan profile)");
@@ -348,11 +320,11 @@ fn d_duration() -> f64 {
 fn d_one() -> u32 {
     1
 }
-fn d_rq() -> SchedulerName {
-    SchedulerName(SchedulerKind::Rq)
+fn d_rq() -> SchedulerKind {
+    SchedulerKind::Rq
 }
-fn d_raptorq() -> CodeName {
-    CodeName(CodeKind::RaptorQ)
+fn d_raptorq() -> CodeKind {
+    CodeKind::RaptorQ
 }
 
 impl Scenario {

@@ -20,8 +20,9 @@ pub mod xor;
 
 use crate::rng::Rng;
 
-/// Which erasure code an item uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// Which erasure code an item uses (in settings files: its name).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum CodeKind {
     /// RaptorQ fountain code (RFC 6330): unlimited fresh repair symbols.
     RaptorQ,
@@ -31,6 +32,14 @@ pub enum CodeKind {
     Xor,
     /// No code: repair resends the very packets that were lost.
     Exact,
+}
+
+impl TryFrom<String> for CodeKind {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        CodeKind::from_name(&s)
+            .ok_or_else(|| format!("unknown code {s:?} (raptorq, rs, xor, exact)"))
+    }
 }
 
 impl CodeKind {

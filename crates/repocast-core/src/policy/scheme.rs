@@ -10,8 +10,9 @@ use super::{FecPolicy, Retransmit};
 use std::fmt;
 use std::str::FromStr;
 
-/// A whole reliability scheme.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A whole reliability scheme (in settings files: its notation, a string).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub struct Scheme {
     /// Redundancy up front.
     pub fec: FecPolicy,
@@ -71,6 +72,13 @@ impl FecPolicy {
             return num(f.strip_suffix('*').unwrap_or(f)).map(FecPolicy::PerReceiver);
         }
         num(s).map(FecPolicy::Fixed)
+    }
+}
+
+impl TryFrom<String> for Scheme {
+    type Error = SchemeError;
+    fn try_from(s: String) -> Result<Self, SchemeError> {
+        s.parse()
     }
 }
 

@@ -26,8 +26,9 @@ pub trait Scheduler: Send {
 }
 
 /// The schedulers, by name (`rq`, `rq-fill`, `fifo`, `popular`, `rxw`,
-/// `mad`, `flat`).
-#[derive(Debug, Clone, PartialEq)]
+/// `mad`, `flat`; in settings files, the name).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub enum SchedulerKind {
     /// Largest R_i / Q_i.
     Rq,
@@ -44,6 +45,15 @@ pub enum SchedulerKind {
     Mad { weights: Vec<f64> },
     /// Every item once per cycle.
     Flat,
+}
+
+impl TryFrom<String> for SchedulerKind {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        SchedulerKind::from_name(&s).ok_or_else(|| {
+            format!("unknown scheduler {s:?} (rq, rq-fill, fifo, popular, rxw, mad, flat)")
+        })
+    }
 }
 
 impl SchedulerKind {
