@@ -12,6 +12,7 @@ use crate::fault::LossySocket;
 use crate::socket::{self, Interface};
 use crate::store::Store;
 use crate::{NetError, core_now};
+use repocast_core::ItemId;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
 use repocast_core::endpoint::store::{BlockStore, MemoryStore};
@@ -177,24 +178,43 @@ async fn drive<S: BlockStore>(
     let (mut rd, mut wr) = sock.into_split();
     let mut groups: Option<Groups> = None;
     let (mut out, mut tcp, mut dgram) = (Vec::new(), vec![0u8; 64 << 10], vec![0u8; 65536]);
+    // The item filter installed on the data socket (None: everything).
+    let mut filter: Option<Vec<ItemId>> = None;
     loop {
         while ep.poll_transmit(&mut out) {
             if wr.write_all(&out).await.is_err() {
                 ep.handle_close(core_now(start));
             }
         }
+        let mut changed = false;
         while let Some(ev) = ep.poll_event() {
             match ev {
                 Progress::Join(ch) => {
                     if let Some(j) = join {
                         groups = Some(j.join(&ch)?);
+                        filter = None;
+                        changed = true;
                     }
                 }
-                ev => {
+                Progress::Bytes { .. } => {
                     if let Some(tx) = progress {
                         let _ = tx.send(ev);
                     }
                 }
+                ev => {
+                    changed = true;
+                    if let Some(tx) = progress {
+                        let _ = tx.send(ev);
+                    }
+                }
+            }
+        }
+        // Only the wanted items' data reaches this process.
+        if let Some(g) = groups.as_ref().filter(|_| changed) {
+            let want = ep.wanted_items();
+            if want != filter {
+                socket::filter_items(g.data.socket(), want.as_deref())?;
+                filter = want;
             }
         }
         if ep.is_finished() {

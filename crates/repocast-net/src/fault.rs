@@ -29,6 +29,11 @@ impl LossySocket {
         }
     }
 
+    /// The socket itself (for socket options such as the item filter).
+    pub fn socket(&self) -> &UdpSocket {
+        &self.sock
+    }
+
     /// Waits until the socket may have a datagram.
     pub async fn readable(&self) -> std::io::Result<()> {
         self.sock.readable().await

@@ -229,6 +229,52 @@ pub fn recv_buffer(sock: &UdpSocket) -> usize {
     socket2::SockRef::from(sock).recv_buffer_size().unwrap_or(0)
 }
 
+/// Bytes of the UDP header in front of the payload, as a socket filter on
+/// a UDP socket sees the datagram.
+const FILTER_UDP_HEADER: u32 = 8;
+/// Most items a data-channel filter lists; past it, everything is taken.
+pub const MAX_FILTER_ITEMS: usize = 200;
+
+/// Keeps only data packets of `items` on a data-channel socket, in the
+/// kernel (a classic BPF socket filter on the item id): what a receiver
+/// reads, parses and wakes for follows what it asked for, not the rate of
+/// the whole channel. Datagrams that are not data packets pass (they are
+/// counted as malformed above). `None`, or more than [`MAX_FILTER_ITEMS`],
+/// takes everything.
+pub fn filter_items(
+    sock: &UdpSocket,
+    items: Option<&[repocast_core::ItemId]>,
+) -> Result<(), NetError> {
+    use socket2::SockFilter;
+    const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
+    const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
+    const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    let sref = socket2::SockRef::from(sock);
+    let Some(items) = items.filter(|i| i.len() <= MAX_FILTER_ITEMS) else {
+        return sref
+            .attach_filter(&[SockFilter::new(RET_K, 0, 0, u32::MAX)])
+            .map_err(|e| NetError::socket("take every item", e));
+    };
+    let kind_at = FILTER_UDP_HEADER + 3;
+    let item_at = FILTER_UDP_HEADER + 12;
+    let n = items.len() as u8;
+    // 0: kind; 1: not data -> accept; 2: item id; 3..3+n: match -> accept;
+    // 3+n: drop; 4+n: accept.
+    let mut prog = vec![
+        SockFilter::new(LD_B_ABS, 0, 0, kind_at),
+        SockFilter::new(JEQ_K, 0, n + 2, repocast_core::wire::kind::DATA as u32),
+        SockFilter::new(LD_W_ABS, 0, 0, item_at),
+    ];
+    for (i, it) in items.iter().enumerate() {
+        prog.push(SockFilter::new(JEQ_K, n - i as u8, 0, it.0));
+    }
+    prog.push(SockFilter::new(RET_K, 0, 0, 0));
+    prog.push(SockFilter::new(RET_K, 0, 0, u32::MAX));
+    sref.attach_filter(&prog)
+        .map_err(|e| NetError::socket("filter the data channel", e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,5 +303,56 @@ mod tests {
             wrong.try_recv_from(&mut buf).is_err(),
             "another source's join heard it"
         );
+    }
+
+    fn data(item: u32) -> Vec<u8> {
+        let p = repocast_core::wire::DataRepr {
+            session: repocast_core::SessionId(1),
+            transmission: repocast_core::TransmissionId(1),
+            item: repocast_core::ItemId(item),
+            block: repocast_core::BlockId(0),
+            symbol: 0,
+            seq: 0,
+            probe: None,
+            payload: vec![item as u8; 16],
+            tag: vec![],
+        };
+        let mut b = Vec::new();
+        p.emit(&mut b);
+        b
+    }
+
+    /// The kernel filter keeps the wanted items' data packets (and
+    /// anything that is not a data packet) and drops the rest; `None`
+    /// takes everything again.
+    #[tokio::test]
+    async fn the_item_filter_drops_unwanted_items_in_the_kernel() {
+        use repocast_core::ItemId;
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 173), 4773).into();
+        let rx = receiver(&group, &lo, None).expect("receiver");
+        let tx = sender(&group, &lo, 1, None).expect("sender");
+        filter_items(&rx, Some(&[ItemId(5), ItemId(7)])).expect("filter");
+        for item in [6, 5, 8, 7] {
+            tx.send_to(&data(item), group).await.expect("send");
+        }
+        tx.send_to(b"not a data packet", group).await.expect("send");
+        filter_items(&rx, None).expect("unfilter");
+        tx.send_to(&data(9), group).await.expect("send");
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        for _ in 0..4 {
+            let (n, _) =
+                tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv_from(&mut buf))
+                    .await
+                    .expect("heard")
+                    .expect("recv");
+            got.push(match repocast_core::wire::DataRepr::parse(&buf[..n]) {
+                Ok(p) => p.item.0 as i64,
+                Err(_) => -1,
+            });
+        }
+        assert_eq!(got, vec![5, 7, -1, 9]);
+        assert!(rx.try_recv_from(&mut buf).is_err(), "nothing else");
     }
 }

@@ -472,3 +472,44 @@ async fn bad_settings_through_the_library_are_errors_not_panics() {
         .expect("odd symbol size refused");
     assert!(e.to_string().contains("symbol size 7"), "{e}");
 }
+
+/// Receivers pay for what they asked for: a client waiting for a small
+/// item while a large one it does not want is on air gets (almost) none of
+/// the large item's packets: the kernel filter on its data socket drops
+/// them before they reach the process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_reads_only_the_items_it_asked_for() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(
+        repo.path(),
+        &[("large.bin", 8_000_000), ("small.bin", 20_000)],
+        3,
+    );
+    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
+    o.rate_bps = 50_000_000; // about 1.3 s for the large item
+    let srv = server::start(o).await.expect("serve");
+    let (out_a, out_b) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let a = get_opts(srv.request_addr, out_a.path(), &["large.bin"], 0.0, 1);
+    let a = tokio::spawn(client::get(a, Some(tx)));
+    // The large item is on air (non-preemptive): the small one waits.
+    wait_for_bytes(&mut rx).await;
+    let b = get_opts(srv.request_addr, out_b.path(), &["small.bin"], 0.0, 2);
+    let b = client::get(b, None).await.expect("get small");
+    let a = a.await.expect("join").expect("get large");
+    assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);
+    let large_packets = 8_000_000 / 1280;
+    // Without the filter b heard most of the large item (thousands of
+    // datagrams); with it, announcements and its own 16 packets, plus
+    // whatever arrived before its manifest named its item.
+    assert!(
+        b.datagrams < large_packets / 4,
+        "b read {} datagrams while {large_packets} of another item went by",
+        b.datagrams
+    );
+    assert!(a.datagrams >= large_packets);
+    srv.stop().await.expect("stop");
+}

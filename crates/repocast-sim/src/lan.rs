@@ -281,7 +281,8 @@ impl VirtualLan {
                         continue;
                     }
                     for n in &mut self.nodes {
-                        let Some(ep) = n.ep.as_mut().filter(|_| n.joined) else {
+                        let listening = n.joined && n.done_at.is_none();
+                        let Some(ep) = n.ep.as_mut().filter(|_| listening) else {
                             continue;
                         };
                         n.offered += 1;

@@ -15,6 +15,7 @@ pub mod lan;
 pub mod output;
 pub mod plot;
 mod raster;
+pub mod requests;
 pub mod run;
 pub mod scenario;
 pub mod sweep;

@@ -409,6 +409,27 @@ impl<S: BlockStore> ClientEndpoint<S> {
         self.events.pop_front()
     }
 
+    /// The items whose data this receiver still wants, for a driver that
+    /// drops the rest below the protocol (a kernel socket filter), so a
+    /// receiver's work follows what it asked for, not the channel's rate.
+    /// `None` while a requested name has no item id yet (take everything).
+    pub fn wanted_items(&self) -> Option<Vec<ItemId>> {
+        let names = self.names.as_ref()?;
+        let resolved = self.sizes.len()
+            + (self.outcomes.keys())
+                .filter(|n| !self.sizes.values().any(|s| &s.0 == *n))
+                .count();
+        if resolved < names.len() && self.ended.is_none() {
+            return None;
+        }
+        let mut v: Vec<ItemId> = (self.sizes.iter())
+            .filter(|(_, (name, _))| !self.outcomes.contains_key(name))
+            .map(|(i, _)| *i)
+            .collect();
+        v.sort_unstable();
+        Some(v)
+    }
+
     /// Why the run ended early (a bad message, a close, the idle timeout),
     /// if it did.
     pub fn ended(&self) -> Option<&str> {

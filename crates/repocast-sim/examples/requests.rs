@@ -1,0 +1,117 @@
+//! Issue 12's request workload replayed through the real endpoints
+//! (`Profile::Lan`, what `serve` and `get` run) on the virtual LAN, one
+//! receiver per request as one `repocast get` per request, beside the two
+//! fluid references. Deterministic: same arguments, same numbers.
+//!
+//!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS]
+//!
+//! LOSS is one loss for every host or a comma list cycled over the hosts.
+
+use repocast_core::Instant;
+use repocast_core::endpoint::client::Want;
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
+use repocast_sim::lan::{LanClient, VirtualLan};
+use repocast_sim::requests::{
+    RequestWorkload, WorkloadParams, fluid_multicast, fluid_unicast, summary,
+};
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let seed = args.first().and_then(|s| s.parse().ok()).unwrap_or(1);
+    let losses: Vec<f64> = (args.get(1).map_or("0.05", String::as_str).split(','))
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let hosts = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
+    let rate_mbps: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
+    let params = WorkloadParams {
+        seed,
+        hosts,
+        ..WorkloadParams::default()
+    };
+    let w = RequestWorkload::generate(&params);
+    let mut rng = Rng::new(seed ^ 0xf11e);
+    let files: Vec<(String, Vec<u8>)> = (w.sizes.iter().enumerate())
+        .map(|(i, &n)| {
+            let bytes = (0..n).map(|_| rng.next_u64() as u8).collect();
+            (format!("f{i:02}.bin"), bytes)
+        })
+        .collect();
+    let rate = (rate_mbps * 1e6) as u64;
+    let tweak = |c: &mut repocast_core::server::ServerConfig| {
+        c.seed = seed;
+        let _ = c.set_rate(rate, false);
+    };
+    let Ok(mut lan) = VirtualLan::new(Profile::Lan, tweak, files.clone(), LossSpec::NONE) else {
+        eprintln!("cannot build the server");
+        return;
+    };
+    let loss_of = |h: usize| losses.get(h % losses.len().max(1)).copied().unwrap_or(0.0);
+    for r in &w.requests {
+        lan.add_client(LanClient {
+            want: Want::Items(r.files.iter().map(|&f| files[f].0.clone()).collect()),
+            loss: LossSpec::Bernoulli { p: loss_of(r.host) },
+            join_at: Instant::from_micros((r.at_s * 1e6) as u64),
+            crash_at: None,
+        });
+    }
+    let t0 = std::time::Instant::now();
+    let all = lan.run(Instant::from_micros(3_600_000_000));
+    let wall = t0.elapsed().as_secs_f64();
+    let reps = lan.reports();
+    let failed = (reps.iter())
+        .filter(|r| r.delay.is_none() || r.outcomes.iter().any(|o| o.result.is_err()))
+        .count();
+    let delays: Vec<f64> = reps
+        .iter()
+        .filter_map(|r| r.delay)
+        .map(|d| d.as_secs_f64())
+        .collect();
+    let st = lan.server().server().stats();
+    let sends = st.transmissions - st.repair_transmissions;
+    let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
+    let wire = st.data_packets as f64 * packet;
+    let requested = w.requested_bytes() as f64;
+    let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+    let fm = summary(&fluid_multicast(
+        &w,
+        rate as f64 * 1280.0 / packet,
+        1.0 - mean_loss,
+    ));
+    let fu = summary(&fluid_unicast(&w, rate as f64 * 1280.0 / packet));
+    let (mean, med, p95, max) = summary(&delays);
+    let busy = st.data_packets as f64 * packet * 8.0 / rate as f64;
+    let last = w.requests.last().map_or(0.0, |r| r.at_s);
+    println!(
+        "seed {seed}, {hosts} hosts, loss {losses:?}, {rate_mbps} Mbit/s: {} requests, {} item-requests, {:.0} MiB requested, {:.0} MiB distinct",
+        w.requests.len(),
+        w.item_requests(),
+        requested / 1048576.0,
+        w.sizes.iter().sum::<u64>() as f64 / 1048576.0
+    );
+    println!("| system | ok | mean | median | p95 | max |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| repocast (endpoints, virtual LAN) | {}/{} | {mean:.2} s | {med:.2} s | {p95:.2} s | {max:.2} s |",
+        w.requests.len() - failed,
+        w.requests.len()
+    );
+    println!(
+        "| fluid multicast bound | | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
+        fm.0, fm.1, fm.2, fm.3
+    );
+    println!(
+        "| fluid unicast (processor sharing) | | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
+        fu.0, fu.1, fu.2, fu.3
+    );
+    println!(
+        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
+        w.item_requests() as f64 / sends.max(1) as f64,
+        st.repair_transmissions,
+        st.repair_packets,
+        st.report_timeouts,
+        wire / requested,
+        lan.now.as_micros() as f64 / 1e6,
+    );
+}
