@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# End-to-end through ../shared/netlab/netlab: a server and 3 clients in
-# network namespaces on a bridge, kernel-level multicast loss 5%, 5% and 50%
+# End-to-end through tests/lab/lab.sh: a server and 3 clients in network
+# namespaces on a bridge, kernel-level multicast loss 5%, 5% and 50%
 # on the clients' links. Serves a 32 MiB file plus small ones, fetches them
 # all on every client, checks the files byte for byte, and prints each
 # client's completion time against the ideal size / (rate x (1 - loss)).
@@ -11,7 +11,7 @@
 #   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NETLAB=${NETLAB:-../shared/netlab/netlab}
+LAB=${LAB:-tests/lab/lab.sh}
 SCHEME=${SCHEME:-"FEC(maxloss+0.02)+R(inf)+notify"}
 RATE=${RATE:-100M}
 SIZE_MIB=${SIZE_MIB:-32}
@@ -19,7 +19,6 @@ LOSSES=${LOSSES:-0.05,0.05,0.5}
 NAME=rcl$$
 
 if [ "$(id -u)" != 0 ]; then echo "netlab.sh: skipped (needs root)"; exit 0; fi
-if [ ! -x "$NETLAB" ] && [ ! -f "$NETLAB" ]; then echo "netlab.sh: skipped ($NETLAB not found)"; exit 0; fi
 if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab.sh: skipped (no network namespaces)"; exit 0; fi
 ip netns del "${NAME}probe"
 
@@ -31,7 +30,7 @@ fi
 WORK=$(mktemp -d)
 cleanup() {
   [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null || true
-  python3 "$NETLAB" --name "$NAME" down >/dev/null 2>&1 || true
+  bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -41,15 +40,15 @@ head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
 for i in 1 2 3 4 5; do head -c $((i * 37000)) /dev/urandom > "$WORK/repo/docs/f$i"; done
 : > "$WORK/repo/docs/empty"
 
-if ! python3 "$NETLAB" --name "$NAME" up --clients 3 --client-loss "$LOSSES" >/dev/null 2>"$WORK/netlab.err"; then
-  echo "netlab.sh: skipped (netlab could not build the lab: $(tail -n 1 "$WORK/netlab.err"))"
+if ! bash "$LAB" --name "$NAME" up --clients 3 --client-loss "$LOSSES" >/dev/null 2>"$WORK/netlab.err"; then
+  echo "netlab.sh: skipped (the lab could not be built: $(tail -n 1 "$WORK/netlab.err"))"
   exit 0
 fi
-python3 "$NETLAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 \
+bash "$LAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 \
   --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do
-  python3 "$NETLAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 >/dev/null 2>&1 && break
+  bash "$LAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 >/dev/null 2>&1 && break
   sleep 0.1
 done
 
@@ -57,7 +56,7 @@ IFS=, read -r -a loss <<< "$LOSSES"
 pids=()
 for c in 1 2 3; do
   ( start=$(date +%s.%N)
-    python3 "$NETLAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --interface eth0 \
+    bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --interface eth0 \
       --out "$WORK/out$c" --all > "$WORK/c$c.log" 2>&1
     echo $? > "$WORK/c$c.rc"
     end=$(date +%s.%N)

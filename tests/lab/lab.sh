@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# lab.sh: the project's own multicast test network on one Linux host (needs
+# root, iproute2 and clang; nothing outside the project).
+#
+# One server and N client hosts, each in its own network namespace, joined
+# by a bridge (the lossless backbone of a star). Loss is on multicast only
+# (IPv4 224.0.0.0/4), in the kernel: mloss.bpf.c, compiled here for each
+# loss rate, drops with the given probability at a link's ingress (a tc
+# direct-action classifier; this kernel has no netem or gact). TCP and
+# unicast are never dropped.
+#   - a client's loss: on its own end of its cable (that client only);
+#   - the server's loss: on the bridge's end of the server's cable, before
+#     the bridge copies the packet (every client misses it);
+#   - the server's rate cap (--rate, e.g. 100mbit): a tbf on its link.
+#
+#   tests/lab/lab.sh [--name N] up --clients 3 [--server-loss 0.02] [--client-loss 0.05,0.05,0.5] [--rate 100mbit]
+#   tests/lab/lab.sh [--name N] exec srv|c1|c2.. -- CMD ...
+#   tests/lab/lab.sh [--name N] set-loss c2 0.3
+#   tests/lab/lab.sh [--name N] status
+#   tests/lab/lab.sh [--name N] down
+#
+# Addresses: server 10.77.0.1, client i 10.77.0.(10+i), /24; a route for
+# 224.0.0.0/4 on each host's link. Names are prefixed by --name (default
+# "lab") so labs can coexist.
+set -euo pipefail
+
+name=lab
+if [ "${1:-}" = "--name" ]; then name=$2; shift 2; fi
+verb=${1:-}; shift || true
+
+die() { echo "lab.sh: $*" >&2; exit 1; }
+[ "$(id -u)" = 0 ] || die "needs root (network namespaces and tc)"
+command -v ip >/dev/null && command -v tc >/dev/null || die "ip and tc not found: apt-get install -y iproute2"
+here=$(cd "$(dirname "$0")" && pwd)
+
+ns() { echo "$name-$1"; }
+hosts() { ip netns list | awk '{print $1}' | grep "^$name-" | sed "s/^$name-//" | sort -V || true; }
+
+# Multicast loss `p` on packets arriving at `dev` (in netns `n`, or the
+# root namespace if empty): the classifier compiled for p, or none at 0.
+set_loss() {
+  local dev=$1 n=$2 p=$3
+  local pre=()
+  [ -n "$n" ] && pre=(ip netns exec "$n")
+  "${pre[@]}" tc qdisc del dev "$dev" clsact 2>/dev/null || true
+  local q
+  q=$(awk -v p="$p" 'BEGIN { if (p < 0 || p > 1) exit 1; printf "%d", p * 16777216 + 0.5 }') \
+    || die "loss $p is not a probability"
+  [ "$q" = 0 ] && return 0
+  command -v clang >/dev/null || die "clang not found: apt-get install -y clang"
+  local obj
+  obj=$(mktemp --suffix=.o)
+  clang -O2 -g0 -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -DLOSS_Q24="$q" \
+    -c "$here/mloss.bpf.c" -o "$obj" || die "cannot compile mloss.bpf.c"
+  "${pre[@]}" tc qdisc add dev "$dev" clsact
+  "${pre[@]}" tc filter add dev "$dev" ingress bpf da obj "$obj" sec classifier || { rm -f "$obj"; die "cannot attach the loss filter"; }
+  rm -f "$obj"
+}
+
+link_of() { # prints "dev netns" where a host's multicast is dropped
+  if [ "$1" = srv ]; then echo "${name}s -"; else echo "eth0 $(ns "$1")"; fi
+}
+
+up() {
+  local clients=0 sloss=0 closs="" rate=""
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --clients) clients=$2; shift 2 ;;
+      --server-loss) sloss=$2; shift 2 ;;
+      --client-loss) closs=$2; shift 2 ;;
+      --rate) rate=$2; shift 2 ;;
+      *) die "up: unknown option $1" ;;
+    esac
+  done
+  [ "$clients" -ge 1 ] || die "up: give --clients N"
+  [ -z "$(hosts)" ] || die "a lab named $name is up; run: lab.sh --name $name down"
+  IFS=, read -r -a losses <<< "${closs:-0}"
+  if [ "${#losses[@]}" = 1 ]; then
+    local one=${losses[0]}; losses=(); for _ in $(seq "$clients"); do losses+=("$one"); done
+  fi
+  [ "${#losses[@]}" = "$clients" ] || die "give one --client-loss or one per client"
+  local br="${name}br"
+  ip link add "$br" type bridge
+  ip link set "$br" type bridge mcast_snooping 0
+  ip link set "$br" up
+  local i=0 h
+  for h in srv $(seq -f "c%g" 1 "$clients"); do
+    local n peer addr
+    n=$(ns "$h")
+    if [ "$h" = srv ]; then peer="${name}s"; addr=10.77.0.1; else peer="$name$h"; addr="10.77.0.$((10 + i))"; fi
+    ip netns add "$n"
+    ip link add "$peer" type veth peer name eth0 netns "$n"
+    ip link set "$peer" master "$br"
+    ip link set "$peer" up
+    ip -n "$n" addr add "$addr/24" dev eth0
+    ip -n "$n" link set lo up
+    ip -n "$n" link set eth0 up
+    ip -n "$n" route add 224.0.0.0/4 dev eth0
+    i=$((i + 1))
+  done
+  if [ -n "$rate" ]; then
+    ip netns exec "$(ns srv)" tc qdisc add dev eth0 root tbf rate "$rate" burst 64kb latency 200ms
+  fi
+  set_loss "${name}s" "" "$sloss"
+  for i in $(seq "$clients"); do
+    set_loss eth0 "$(ns "c$i")" "${losses[$((i - 1))]}"
+  done
+  status
+}
+
+down() {
+  local h
+  for h in $(hosts); do ip netns del "$(ns "$h")" 2>/dev/null || true; done
+  ip link del "${name}br" 2>/dev/null || true
+}
+
+status() {
+  local h
+  for h in $(hosts); do
+    read -r dev n <<< "$(link_of "$h")"
+    [ "$n" = - ] && n=""
+    local pre=()
+    [ -n "$n" ] && pre=(ip netns exec "$n")
+    local loss="no loss"
+    "${pre[@]}" tc filter show dev "$dev" ingress 2>/dev/null | grep -q bpf && loss="loss filter"
+    printf '%4s  netns %-12s %-16s multicast: %s\n' "$h" "$(ns "$h")" \
+      "$(ip -n "$(ns "$h")" -4 -o addr show dev eth0 | awk '{print $4}')" "$loss"
+  done
+}
+
+case $verb in
+  up)
+    trap 'down' EXIT # a half-built lab is taken down again
+    up "$@"
+    trap - EXIT ;;
+  down) down ;;
+  status) status ;;
+  set-loss)
+    [ $# = 2 ] || die "set-loss HOST P"
+    read -r dev n <<< "$(link_of "$1")"
+    [ "$n" = - ] && n=""
+    set_loss "$dev" "$n" "$2" ;;
+  exec)
+    h=$1; shift
+    [ "${1:-}" = -- ] && shift
+    exec ip netns exec "$(ns "$h")" "$@" ;;
+  *) die "usage: lab.sh [--name N] up|down|status|set-loss|exec ..." ;;
+esac
