@@ -3,9 +3,13 @@
 //! receiver per request as one `repocast get` per request, beside the two
 //! fluid references. Deterministic: same arguments, same numbers.
 //!
-//!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS]
+//!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S]
 //!
 //! LOSS is one loss for every host or a comma list cycled over the hosts.
+//! With `plan` as the first argument it prints the workload instead (for
+//! `bench/requests.py`, which runs it through the network-namespace lab):
+//! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
+//! references, one per line, tab-separated.
 
 use repocast_core::Instant;
 use repocast_core::endpoint::client::Want;
@@ -18,19 +22,29 @@ use repocast_sim::requests::{
 };
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let plan = args.first().is_some_and(|a| a == "plan");
+    if plan {
+        args.remove(0);
+    }
     let seed = args.first().and_then(|s| s.parse().ok()).unwrap_or(1);
     let losses: Vec<f64> = (args.get(1).map_or("0.05", String::as_str).split(','))
         .filter_map(|x| x.parse().ok())
         .collect();
     let hosts = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
     let rate_mbps: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
+    let duration_s = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(30.0);
     let params = WorkloadParams {
         seed,
         hosts,
+        duration_s,
         ..WorkloadParams::default()
     };
     let w = RequestWorkload::generate(&params);
+    if plan {
+        print_plan(&w, &losses, rate_mbps);
+        return;
+    }
     let mut rng = Rng::new(seed ^ 0xf11e);
     let files: Vec<(String, Vec<u8>)> = (w.sizes.iter().enumerate())
         .map(|(i, &n)| {
@@ -114,4 +128,27 @@ fn main() {
         wire / requested,
         lan.now.as_micros() as f64 / 1e6,
     );
+}
+
+/// The workload and its fluid references, tab-separated.
+fn print_plan(w: &RequestWorkload, losses: &[f64], rate_mbps: f64) {
+    for (i, s) in w.sizes.iter().enumerate() {
+        println!("file\t{i}\t{s}");
+    }
+    for (k, r) in w.requests.iter().enumerate() {
+        let files: Vec<String> = r.files.iter().map(|f| f.to_string()).collect();
+        println!(
+            "request\t{k}\t{}\t{:.6}\t{}",
+            r.host,
+            r.at_s,
+            files.join(",")
+        );
+    }
+    let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
+    let payload = rate_mbps * 1e6 * 1280.0 / packet;
+    let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
+    let (m, med, p95, max) = summary(&fluid_multicast(w, payload, 1.0 - mean_loss));
+    println!("fluid\tmulticast\t{m:.3}\t{med:.3}\t{p95:.3}\t{max:.3}");
+    let (m, med, p95, max) = summary(&fluid_unicast(w, payload));
+    println!("fluid\tunicast\t{m:.3}\t{med:.3}\t{p95:.3}\t{max:.3}");
 }
