@@ -6,19 +6,20 @@
 //! --example requests`): the difference is what the real driver, the
 //! sockets and the CPU add.
 //!
-//!     cargo run --release -p repocast-cli --example requests_loopback -- [SEED] [LOSS] [HOSTS] [RATE_MBPS]
+//!     cargo run --release -p repocast-cli --example requests_loopback -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S]
 
 use repocast_core::loss::LossSpec;
 use repocast_core::rng::Rng;
 use repocast_net::client::{self, GetOptions};
 use repocast_net::server::{self, ServeOptions};
 use repocast_net::socket::Interface;
-use repocast_sim::requests::{RequestWorkload, WorkloadParams, summary};
+use repocast_sim::requests::{RequestWorkload, from_args, summary};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
+/// CPU seconds this process has used (utime + stime from /proc, in the
+/// kernel's usual 100 ticks a second).
 fn cpu_seconds() -> f64 {
-    // SAFETY-free: getrusage through std is not available; read /proc.
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     let f: Vec<&str> = stat
         .rsplit(')')
@@ -35,17 +36,9 @@ fn cpu_seconds() -> f64 {
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let seed = args.first().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let losses: Vec<f64> = (args.get(1).map_or("0.05", String::as_str).split(','))
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let hosts = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
-    let rate_mbps: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
-    let w = RequestWorkload::generate(&WorkloadParams {
-        seed,
-        hosts,
-        ..WorkloadParams::default()
-    });
+    let (params, losses, rate_mbps) = from_args(&args);
+    let (seed, hosts) = (params.seed, params.hosts);
+    let w = RequestWorkload::generate(&params);
     let Ok(work) = tempfile::tempdir() else {
         eprintln!("no temporary folder");
         return;

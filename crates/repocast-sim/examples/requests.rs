@@ -17,9 +17,7 @@ use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use repocast_sim::lan::{LanClient, VirtualLan};
-use repocast_sim::requests::{
-    RequestWorkload, WorkloadParams, fluid_multicast, fluid_unicast, summary,
-};
+use repocast_sim::requests::{RequestWorkload, fluid_multicast, fluid_unicast, from_args, summary};
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -27,19 +25,8 @@ fn main() {
     if plan {
         args.remove(0);
     }
-    let seed = args.first().and_then(|s| s.parse().ok()).unwrap_or(1);
-    let losses: Vec<f64> = (args.get(1).map_or("0.05", String::as_str).split(','))
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let hosts = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(8);
-    let rate_mbps: f64 = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
-    let duration_s = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(30.0);
-    let params = WorkloadParams {
-        seed,
-        hosts,
-        duration_s,
-        ..WorkloadParams::default()
-    };
+    let (params, losses, rate_mbps) = from_args(&args);
+    let (seed, hosts) = (params.seed, params.hosts);
     let w = RequestWorkload::generate(&params);
     if plan {
         print_plan(&w, &losses, rate_mbps);

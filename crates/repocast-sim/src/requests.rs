@@ -236,6 +236,24 @@ pub fn fluid_unicast(w: &RequestWorkload, rate_bps: f64) -> Vec<f64> {
     done
 }
 
+/// The examples' command line: `[SEED] [LOSS[,LOSS..]] [HOSTS] [RATE_MBPS]
+/// [DURATION_S]`, defaults 1, 0.05, 8, 100, 30: the workload, the loss per
+/// host (cycled over the hosts) and the rate.
+pub fn from_args(args: &[String]) -> (WorkloadParams, Vec<f64>, f64) {
+    let at = |i: usize| args.get(i).map(String::as_str);
+    let losses = (at(1).unwrap_or("0.05").split(','))
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let params = WorkloadParams {
+        seed: at(0).and_then(|s| s.parse().ok()).unwrap_or(1),
+        hosts: at(2).and_then(|s| s.parse().ok()).unwrap_or(8),
+        duration_s: at(4).and_then(|s| s.parse().ok()).unwrap_or(30.0),
+        ..WorkloadParams::default()
+    };
+    let rate_mbps = at(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
+    (params, losses, rate_mbps)
+}
+
 /// Mean, median, 95th percentile and max of `xs`.
 pub fn summary(xs: &[f64]) -> (f64, f64, f64, f64) {
     if xs.is_empty() {

@@ -205,6 +205,19 @@ pub trait BlockDecoder: Send {
     }
 }
 
+/// Symbols a fountain-code block still needs: none once decoded, `k -
+/// held` below K, and one at a time once K or more are held without a
+/// decode (RaptorQ, and the accounting codec's model of it).
+pub(crate) fn fountain_needed(decoded: bool, held: u32, k: u32) -> u32 {
+    if decoded {
+        0
+    } else if held >= k {
+        1
+    } else {
+        k - held
+    }
+}
+
 /// The checks every real decoder makes before taking a symbol: its id is
 /// below `space` and it carries exactly `symbol_size` bytes.
 pub(crate) fn admissible(esi: u32, space: u32, payload: Option<&[u8]>, symbol_size: usize) -> bool {

@@ -146,14 +146,7 @@ impl BlockDecoder for RaptorQDecoder {
     }
 
     fn needed(&self) -> u32 {
-        if self.decoded {
-            0
-        } else if self.held.len() >= self.k {
-            // K or more held and still undecoded: one more at a time.
-            1
-        } else {
-            self.k - self.held.len()
-        }
+        super::fountain_needed(self.decoded, self.held.len(), self.k)
     }
 
     fn missing(&self) -> Vec<u32> {
