@@ -6,13 +6,13 @@
 use libfuzzer_sys::fuzz_target;
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::profile::{EndpointLimits, Profile};
-use repocast_core::server::{BlockSource, ItemInfo};
+use repocast_core::server::{BlockSource, ItemInfo, SourceError};
 use repocast_core::{ClientId, Instant, ItemId};
 
 /// Blocks of zeros (the server never checks what it reads).
 struct Zeros;
 impl BlockSource for Zeros {
-    fn read(&mut self, _: ItemId, _: u64, len: usize, out: &mut Vec<u8>) -> Result<(), String> {
+    fn read(&mut self, _: ItemId, _: u64, len: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
         out.resize(out.len() + len, 0);
         Ok(())
     }
