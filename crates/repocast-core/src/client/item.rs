@@ -42,10 +42,12 @@ impl Listening {
     /// Packets the client should have seen (from its first packet on).
     pub fn expected(&self) -> u32 {
         let first = self.first_seq.unwrap_or(0);
+        // Sequence numbers come from the wire: u32::MAX must not overflow.
+        let next = self.last_seq.saturating_add(1);
         let last = if self.ended {
-            self.total.max(self.last_seq + 1)
+            self.total.max(next)
         } else {
-            self.last_seq + 1
+            next
         };
         last.saturating_sub(first).max(self.received)
     }
@@ -151,5 +153,27 @@ impl ItemRx {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Instant, TransmissionId};
+
+    #[test]
+    fn expected_packets_do_not_overflow_at_the_last_sequence_number() {
+        let l = Listening {
+            id: TransmissionId(1),
+            total: 10,
+            first_seq: Some(u32::MAX - 1),
+            last_seq: u32::MAX,
+            received: 2,
+            last_heard: Instant::ZERO,
+            deadline: Instant::ZERO,
+            ended: true,
+            reported: false,
+        };
+        assert_eq!(l.expected(), 2);
     }
 }

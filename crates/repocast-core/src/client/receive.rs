@@ -105,12 +105,12 @@ impl Client {
         let Some(l) = it.listening.as_mut().filter(|l| l.id == p.transmission) else {
             return false;
         };
-        l.received += 1;
+        l.received = l.received.saturating_add(1);
         l.last_heard = now;
         l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
         l.last_seq = l.last_seq.max(p.seq);
         if loss_reports && !l.reported && l.total >= LOSS_REPORT_MIN_TOTAL {
-            let seen = (l.last_seq + 1).saturating_sub(l.first_seq.unwrap_or(0));
+            let seen = (l.last_seq.saturating_add(1)).saturating_sub(l.first_seq.unwrap_or(0));
             if seen >= LOSS_REPORT_AFTER {
                 l.reported = true;
                 self.outbox.push_back(ClientMsg::LossReport {
@@ -152,7 +152,7 @@ impl Client {
             return;
         };
         let first = l.first_seq.unwrap_or(p.seq);
-        let span = p.seq.saturating_sub(first) + 1;
+        let span = p.seq.saturating_sub(first).saturating_add(1);
         let more: u32 = it.needs().iter().map(|n| n.count).sum();
         let wanted = l.received.saturating_add(more);
         if let Some(want) =
