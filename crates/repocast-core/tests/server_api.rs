@@ -252,3 +252,24 @@ fn a_receiver_that_never_reports_gets_the_item_rescheduled() {
     );
     assert_eq!(s.queue_len(), 0);
 }
+
+/// One NAK can ask for no more than a block can need (its k symbols): a
+/// NAK for k + 1 is refused and counted; one for k is taken.
+#[test]
+fn a_nak_cannot_ask_for_more_than_the_block_holds() {
+    let mut s = server("FEC(0)+R(inf)");
+    let c = s.handle_connect(Instant::ZERO);
+    s.handle_client_msg(
+        Instant::ZERO,
+        c,
+        ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(1))],
+        },
+    );
+    drain(&mut s, Instant::from_millis(100));
+    // f1 is 640 bytes of 64-byte symbols: one block of k = 10.
+    s.handle_client_msg(Instant::from_millis(100), c, nak(1, 1, 11));
+    assert_eq!((s.stats().bad_requests, s.stats().naks), (1, 0));
+    s.handle_client_msg(Instant::from_millis(100), c, nak(1, 1, 10));
+    assert_eq!((s.stats().bad_requests, s.stats().naks), (1, 1));
+}

@@ -200,16 +200,14 @@ impl Server {
         if st.failed.is_some() {
             return;
         }
-        // Needs must name real blocks; a forged NAK cannot grow a repair.
+        // Needs must name real blocks and ask for no more than a block
+        // can need (its k symbols: a receiver needs at most all of them);
+        // a forged NAK cannot grow a repair past that.
         let blocks = st.layout.blocks();
-        let bad = nak.needs.iter().any(|n| {
-            n.block.0 >= blocks
-                || n.count
-                    > self
-                        .cfg
-                        .code
-                        .symbol_space(st.layout.block_symbols(n.block.0))
-        });
+        let bad = nak
+            .needs
+            .iter()
+            .any(|n| n.block.0 >= blocks || n.count > st.layout.block_symbols(n.block.0));
         if bad || nak.transmission.0 >= self.next_tid {
             self.stats.bad_requests += 1;
             return;

@@ -164,7 +164,10 @@ impl Transmission {
     /// A transmission of `plan` (segments with no ids are dropped).
     pub fn new(id: TransmissionId, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) -> Self {
         let plan: Vec<Segment> = plan.into_iter().filter(|s| s.esis.len() > 0).collect();
-        let total = plan.iter().map(|s| s.esis.len()).sum();
+        // Counts come from NAKs: the total saturates rather than wrapping.
+        let total = plan
+            .iter()
+            .fold(0u32, |t, s| t.saturating_add(s.esis.len()));
         let first_block = plan.iter().map(|s| s.block).min().unwrap_or(0);
         let last = plan.iter().map(|s| s.block).max().unwrap_or(0);
         Transmission {
@@ -224,7 +227,7 @@ impl Transmission {
         let last = (self.first_block + self.block_count).max(seg.block + 1);
         self.first_block = self.first_block.min(seg.block);
         self.block_count = last - self.first_block;
-        self.total += n;
+        self.total = self.total.saturating_add(n);
         self.plan.push(seg);
     }
 
@@ -265,8 +268,8 @@ impl Transmission {
         if *space != *sp2 || next != *s2 {
             return false;
         }
-        *count += c2;
-        self.total += c2;
+        *count = count.saturating_add(*c2);
+        self.total = self.total.saturating_add(*c2);
         true
     }
 
