@@ -16,6 +16,7 @@ pub mod fault;
 pub mod metrics;
 pub mod repo;
 pub mod server;
+pub mod settings;
 pub mod socket;
 pub mod store;
 

@@ -1,0 +1,157 @@
+//! `repocast serve`'s settings: [`ServeOptions`], the one settings type
+//! of the serving side (library, `--config` file, command-line flags), and
+//! its validation. Used by [`crate::server`].
+
+use crate::NetError;
+use crate::addr;
+use crate::socket::Interface;
+use repocast_core::fec::CodeKind;
+use repocast_core::policy::Scheme;
+use repocast_core::profile::Profile;
+use repocast_core::sched::SchedulerKind;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything `repocast serve` can be told: the one settings type of the
+/// serving side, used by the library, read from `--config` files (TOML,
+/// the keys below; `rate` as `"100M"`, `interface` as an address or name,
+/// `metrics` as an address or `"off"`, `block_symbols` for `max_block`) and
+/// overlaid by the command line's flags. Checked as a whole by
+/// [`crate::server::start`] ([`ServeOptions::validate`]); protocol defaults come from
+/// [`Profile::Lan`].
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeOptions {
+    /// The repository folder.
+    pub dir: PathBuf,
+    /// Where the request connection listens.
+    pub listen: SocketAddr,
+    /// Data channel group and port.
+    pub data_group: SocketAddr,
+    /// Announcement channel group and port.
+    pub announce_group: SocketAddr,
+    /// Interface to send on.
+    #[serde(deserialize_with = "de::interface")]
+    pub interface: Interface,
+    /// Multicast TTL / hop limit.
+    pub ttl: u32,
+    /// Data rate cap, bits per second.
+    #[serde(rename = "rate", deserialize_with = "de::rate")]
+    pub rate_bps: u64,
+    /// Reliability scheme.
+    pub scheme: Scheme,
+    /// Scheduler.
+    pub scheduler: SchedulerKind,
+    /// Erasure code.
+    pub code: CodeKind,
+    /// Bytes per symbol.
+    pub symbol_size: u16,
+    /// Largest block in symbols (None: the code's default).
+    #[serde(rename = "block_symbols")]
+    pub max_block: Option<u32>,
+    /// Where `/metrics` and `/status` listen (None: off).
+    #[serde(deserialize_with = "de::metrics")]
+    pub metrics: Option<SocketAddr>,
+    /// Source address advertised for source-specific joins.
+    pub source: Option<IpAddr>,
+    /// Seed for the core's random choices.
+    pub seed: u64,
+    /// NAK delay window the server starts from (it widens it under load).
+    #[serde(skip)]
+    pub nak_window: (Duration, Duration),
+    /// How long past a transmission's end (plus the NAK window) a silent
+    /// receiver is waited for before its item is rescheduled.
+    #[serde(skip)]
+    pub report_timeout: Duration,
+}
+
+impl Default for ServeOptions {
+    /// The defaults, with no repository folder yet.
+    fn default() -> Self {
+        ServeOptions::new(PathBuf::new())
+    }
+}
+
+/// Deserializers for the settings file's friendlier forms.
+mod de {
+    use crate::socket::Interface;
+    use serde::{Deserialize, Deserializer, de::Error};
+    use std::net::SocketAddr;
+
+    pub fn rate<'d, D: Deserializer<'d>>(d: D) -> Result<u64, D::Error> {
+        let s = String::deserialize(d)?;
+        crate::addr::parse_rate(&s).map_err(D::Error::custom)
+    }
+
+    pub fn interface<'d, D: Deserializer<'d>>(d: D) -> Result<Interface, D::Error> {
+        let s = String::deserialize(d)?;
+        Interface::parse(Some(&s)).map_err(D::Error::custom)
+    }
+
+    pub fn metrics<'d, D: Deserializer<'d>>(d: D) -> Result<Option<SocketAddr>, D::Error> {
+        let s = String::deserialize(d)?;
+        if s == "off" {
+            return Ok(None);
+        }
+        s.parse().map(Some).map_err(D::Error::custom)
+    }
+}
+
+impl ServeOptions {
+    /// Defaults for serving `dir` on the LAN (see [`crate::addr`]), with
+    /// the protocol settings of [`Profile::Lan`].
+    pub fn new(dir: PathBuf) -> Self {
+        let lan = Profile::Lan.server();
+        ServeOptions {
+            dir,
+            listen: (Ipv4Addr::UNSPECIFIED, addr::REQUEST_PORT).into(),
+            data_group: (addr::DATA_GROUP_V4, addr::DATA_PORT).into(),
+            announce_group: (addr::ANNOUNCE_GROUP_V4, addr::ANNOUNCE_PORT).into(),
+            interface: Interface::default(),
+            ttl: 1,
+            rate_bps: 100_000_000,
+            scheme: lan.scheme,
+            scheduler: lan.scheduler,
+            code: lan.code,
+            symbol_size: lan.symbol_size,
+            max_block: None,
+            metrics: Some((Ipv4Addr::LOCALHOST, addr::METRICS_PORT).into()),
+            source: None,
+            seed: lan.seed,
+            nak_window: lan.nak_window,
+            report_timeout: lan.report_timeout,
+        }
+    }
+}
+
+impl ServeOptions {
+    /// Checks the settings as a whole (what the core checks again on
+    /// building the server: rate, symbol and block sizes).
+    pub fn validate(&self) -> Result<(), NetError> {
+        if self.dir.as_os_str().is_empty() {
+            return Err(NetError::Setting(
+                "no repository folder (DIR, or dir in --config)",
+            ));
+        }
+        for g in [self.data_group, self.announce_group] {
+            if !g.ip().is_multicast() {
+                return Err(NetError::NotMulticast(g.ip()));
+            }
+        }
+        if self.data_group.is_ipv4() != self.announce_group.is_ipv4() {
+            return Err(NetError::Setting(
+                "the two groups must both be IPv4 or both IPv6",
+            ));
+        }
+        if self.data_group == self.announce_group {
+            return Err(NetError::Setting(
+                "the data and announcement groups must differ",
+            ));
+        }
+        if !(1..=255).contains(&self.ttl) {
+            return Err(NetError::Setting("ttl must be 1 to 255"));
+        }
+        Ok(())
+    }
+}
