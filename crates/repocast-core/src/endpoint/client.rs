@@ -142,6 +142,10 @@ pub struct ClientEndpoint<S: BlockStore> {
     joined: bool,
     /// Names requested (None until the catalogue is in, with `All`).
     names: Option<Vec<String>>,
+    /// The same names as a set (a manifest's name is checked against it).
+    requested: std::collections::HashSet<String>,
+    /// Requested names with an outcome (finished when all have one).
+    settled: usize,
     catalogue: Vec<CatalogueEntry>,
     outcomes: BTreeMap<String, Outcome>,
     sizes: FastMap<ItemId, (String, u64)>,
@@ -168,6 +172,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
             events: VecDeque::new(),
             joined: false,
             names: None,
+            requested: Default::default(),
+            settled: 0,
             catalogue: Vec::new(),
             outcomes: BTreeMap::new(),
             sizes: FastMap::default(),
@@ -200,7 +206,16 @@ impl<S: BlockStore> ClientEndpoint<S> {
             let sels = names.iter().cloned().map(ItemSel::Name).collect();
             self.client.request(now, sels);
         }
+        self.requested = names.iter().cloned().collect();
         self.names = Some(names);
+    }
+
+    /// Records an item's outcome (the first one stands for its count).
+    fn settle(&mut self, o: Outcome) {
+        if self.requested.contains(&o.name) && !self.outcomes.contains_key(&o.name) {
+            self.settled += 1;
+        }
+        self.outcomes.insert(o.name.clone(), o);
     }
 
     /// The store (to read what was received, or to hand it on).
@@ -439,9 +454,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// Whether every requested item is verified or failed.
     pub fn is_finished(&self) -> bool {
         self.ended.is_some()
-            || self.names.as_ref().is_some_and(|n| {
-                n.iter().all(|name| self.outcomes.contains_key(name)) || self.client.is_finished()
-            })
+            || self.names.is_some()
+                && (self.settled == self.requested.len() || self.client.is_finished())
     }
 
     /// Every requested item's outcome, in request order (those not yet
@@ -507,12 +521,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 ClientEvent::ItemComplete(item) => {
                     self.events.push_back(Event::Complete { item });
                     if let Some((name, size)) = self.sizes.get(&item).cloned() {
-                        let o = Outcome {
-                            name: name.clone(),
+                        self.settle(Outcome {
+                            name,
                             size,
                             result: Ok(()),
-                        };
-                        self.outcomes.insert(name, o);
+                        });
                     }
                 }
                 ClientEvent::ItemFailed { item, name, reason } => {
@@ -526,19 +539,18 @@ impl<S: BlockStore> ClientEndpoint<S> {
                         name: name.clone(),
                         reason: reason.clone(),
                     });
-                    let o = Outcome {
-                        name: name.clone(),
+                    self.settle(Outcome {
+                        name,
                         size,
                         result: Err(reason),
-                    };
-                    self.outcomes.insert(name, o);
+                    });
                 }
             }
         }
     }
 
     fn on_manifest(&mut self, m: &crate::wire::ManifestEntry) {
-        let requested = self.names.as_ref().is_some_and(|n| n.contains(&m.name));
+        let requested = self.requested.contains(&m.name);
         if !requested {
             // The server answered a name we did not ask for.
             let reason = format!("the server sent {:?}, which was not requested", m.name);
