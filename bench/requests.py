@@ -11,18 +11,29 @@ each system in one run:
             FILES...` per request, started at its arrival time on its host
   http      nginx (Debian) serving the same folder; one `curl` per request
             fetching its files over one connection
+  uftp      UFTP 4.10 (Debian): one session per request, `uftp` on the
+            server sending the request's files to that request's own
+            `uftpd` on its host (started before the run on a port of its
+            own, so sessions never mix), TFMCC congestion control with the
+            link rate as its ceiling (sessions share the link; without it
+            concurrent sessions each at the link rate overrun the cap)
 
 Per request: delay from its start to the last file on disk, checked
 byte-for-byte against the original afterwards. Per system: ok, mean,
 median, p95, max, bytes on the server's link, CPU seconds of the server
 and of the receivers. Writes OUT/summary.md and OUT/<system>.csv, and the
-fluid references computed from the same workload.
+fluid references computed from the same workload. With --runs N every
+system runs N times (alternating) and the table gives each figure's median
+over the runs; OUT/delays.svg charts the delay distribution (CDF) per
+system, all runs pooled.
 
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
-        [--seed 1] [--duration 30] [--systems repocast,http] [--out results/requests]
+        [--seed 1] [--duration 30] [--runs 1] [--systems repocast,http,uftp]
+        [--out results/requests]
 
-Needs root, iproute2, clang (the lab's loss filter), nginx and curl
-(apt-get install -y nginx-light curl clang), and a release build.
+Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
+(apt-get install -y nginx-light curl clang uftp), and a release build
+(`cargo build --release -p repocast-cli -p repocast-sim --examples`).
 """
 import argparse, os, resource, shutil, subprocess, sys, tempfile, time
 
@@ -30,6 +41,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 LAB = os.path.join(ROOT, "tests", "lab", "lab.sh")
 SRV = "10.77.0.1"
+UFTP_PORT = 20000
 
 
 def sh(*args, **kw):
@@ -84,19 +96,24 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits):
     """Starts the server, replays the requests, returns per-request rows."""
     outdir = os.path.join(work, system)
     os.makedirs(outdir)
+    receivers = []
     if system == "repocast":
-        server = subprocess.Popen(lab(name, "exec", "srv", "--", a.bin, "serve", repo,
+        key = os.path.join(work, "server.key")
+        if not os.path.exists(key):
+            sh(a.bin, "keygen", "--out", key)
+        trust = ["--trust", key + ".pub"]
+        server = subprocess.Popen(lab(name, "exec", "srv", "--", a.bin, "serve", repo, "--key", key,
                                       "--interface", "eth0", "--listen", f"{SRV}:4700",
                                       "--metrics", f"{SRV}:4703"),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
-            if subprocess.run(lab(name, "exec", "c1", "--", a.bin, "ls", "--server", SRV),
+            if subprocess.run(lab(name, "exec", "c1", "--", a.bin, "ls", "--server", SRV, *trust),
                               capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
 
         def cmd(k, files):
-            return [a.bin, "get", "--server", SRV, "--interface", "eth0", "--idle-timeout", "600",
+            return [a.bin, "get", "--server", SRV, *trust, "--interface", "eth0", "--idle-timeout", "600",
                     "--out", os.path.join(outdir, str(k))] + [names[f] for f in files]
     elif system == "http":
         conf = os.path.join(work, "nginx.conf")
@@ -117,18 +134,42 @@ daemon off;
             for f in files:
                 c += ["-o", os.path.join(outdir, str(k), names[f]), f"http://{SRV}:8080/{names[f]}"]
             return c
+    elif system == "uftp":
+        # One receiver per request, started before the run (so no session
+        # races its receiver's start); one sender per request at arrival.
+        server = None
+        for k, host, _, _ in requests:
+            os.makedirs(os.path.join(outdir, str(k)))
+            receivers.append(subprocess.Popen(
+                lab(name, "exec", f"c{host + 1}", "--", "uftpd", "-d", "-q", "-p", str(UFTP_PORT + k),
+                    "-D", os.path.join(outdir, str(k)), "-I", "eth0"),
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        time.sleep(1.0)
+        kbps = str(int(rate_bits / 1000))
+
+        host_of = {k: host for k, host, _, _ in requests}
+
+        def launch(k, files):
+            return ("srv", ["uftp", "-q", "-R", kbps, "-C", "tfmcc", "-I", "eth0",
+                            "-p", str(UFTP_PORT + k), "-H", f"10.77.0.{11 + host_of[k]}"]
+                    + [names[f] for f in files])
     else:
         sys.exit(f"unknown system {system}")
+    if system != "uftp":
+        def launch(k, files):
+            return (f"c{host_of[k] + 1}", cmd(k, files))
+        host_of = {k: host for k, host, _, _ in requests}
     before = tx_bytes(name)
     t0 = time.monotonic()
     running, rows = {}, {}
     pending = sorted(requests, key=lambda r: r[2])
-    cpu_rx = 0.0
+    cpu_req = early_rx = 0.0
     while pending or running:
         now = time.monotonic() - t0
         while pending and pending[0][2] <= now:
             k, host, at, files = pending.pop(0)
-            p = subprocess.Popen(lab(name, "exec", f"c{host + 1}", "--", *cmd(k, files)),
+            where, argv = launch(k, files)
+            p = subprocess.Popen(lab(name, "exec", where, "--", *argv), cwd=repo,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             running[p.pid] = (p, k, host, at, files, time.monotonic())
         try:
@@ -137,27 +178,43 @@ daemon off;
             pid = 0
         if pid in running:
             p, k, host, at, files, started = running.pop(pid)
-            cpu_rx += ru.ru_utime + ru.ru_stime
+            cpu_req += ru.ru_utime + ru.ru_stime
             rows[k] = dict(k=k, host=host, at=at, delay=time.monotonic() - started,
                            rc=os.waitstatus_to_exitcode(status), files=files)
             continue
         if pid == 0:
             time.sleep(0.002)
+        elif pid:
+            early_rx += ru.ru_utime + ru.ru_stime  # a receiver that quit early
         if now > a.limit:
             for p, *_ in running.values():
                 p.kill()
             break
     sent = tx_bytes(name) - before
-    # The server process (lab.sh execs it, so it is the Popen's pid) and,
-    # for nginx, its workers.
-    kids = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
-                          text=True).stdout.split()
-    cpu_srv = proc_cpu([server.pid] + [int(x) for x in kids])
-    server.terminate()
-    try:
-        server.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        server.kill()
+    if server is None:
+        # UFTP: the senders are the server side, the receivers were
+        # started before the run and are stopped now.
+        cpu_srv, cpu_rx = cpu_req, early_rx
+        for p in receivers:
+            p.terminate()
+        for p in receivers:
+            try:
+                _, status, ru = os.wait4(p.pid, 0)
+                cpu_rx += ru.ru_utime + ru.ru_stime
+            except ChildProcessError:
+                pass
+    else:
+        cpu_rx = cpu_req
+        # The server process (lab.sh execs it, so it is the Popen's pid)
+        # and, for nginx, its workers.
+        kids = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
+                              text=True).stdout.split()
+        cpu_srv = proc_cpu([server.pid] + [int(x) for x in kids])
+        server.terminate()
+        try:
+            server.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            server.kill()
     if system == "http":
         subprocess.run(["pkill", "-f", os.path.join(work, "nginx.conf")])
     for r in rows.values():
@@ -169,6 +226,46 @@ daemon off;
     return rows, sent, cpu_srv, cpu_rx
 
 
+COLOURS = {"repocast": "#1b6ac9", "http": "#d9480f", "uftp": "#2b8a3e"}
+
+
+def cdf_svg(delays, title):
+    """The delay distribution per system as an SVG chart: fraction of
+    requests done (y) within a delay (x, log scale)."""
+    import math
+    w, h, l, r, t, b = 720, 420, 60, 150, 30, 50
+    xs = [d for ds in delays.values() for d in ds if d > 0]
+    lo = 10 ** math.floor(math.log10(max(min(xs, default=0.1), 0.01)))
+    hi = 10 ** math.ceil(math.log10(max(xs, default=1.0)))
+    px = lambda d: l + (w - l - r) * (math.log10(max(d, lo)) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+    py = lambda f: h - b - (h - t - b) * f
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
+           f'<rect width="{w}" height="{h}" fill="white"/>',
+           f'<text x="{l}" y="18" font-size="14">{title}</text>']
+    d = lo
+    while d <= hi * 1.001:
+        out.append(f'<line x1="{px(d):.1f}" y1="{t}" x2="{px(d):.1f}" y2="{h - b}" stroke="#ddd"/>')
+        out.append(f'<text x="{px(d):.1f}" y="{h - b + 16}" text-anchor="middle">{d:g} s</text>')
+        d *= 10
+    for f in (0, 0.25, 0.5, 0.75, 0.95, 1):
+        out.append(f'<line x1="{l}" y1="{py(f):.1f}" x2="{w - r}" y2="{py(f):.1f}" stroke="#ddd"/>')
+        out.append(f'<text x="{l - 6}" y="{py(f) + 4:.1f}" text-anchor="end">{f:g}</text>')
+    out.append(f'<text x="{(l + w - r) / 2}" y="{h - 12}" text-anchor="middle">delay from arrival to last file verified (log scale)</text>')
+    for n, (system, ds) in enumerate(delays.items()):
+        s = sorted(ds)
+        pts = " ".join(f"{px(x):.1f},{py((i + 1) / len(s)):.1f}" for i, x in enumerate(s))
+        c = COLOURS.get(system, "#555")
+        out.append(f'<polyline fill="none" stroke="{c}" stroke-width="2" points="{pts}"/>')
+        out.append(f'<text x="{w - r + 10}" y="{t + 20 + 18 * n}" fill="{c}">{system}</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def median(xs):
+    s = sorted(xs)
+    return s[len(s) // 2] if len(s) % 2 else (s[len(s) // 2 - 1] + s[len(s) // 2]) / 2
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=8)
@@ -176,7 +273,8 @@ def main():
     ap.add_argument("--rate", type=float, default=100.0, help="server link cap, Mbit/s")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
-    ap.add_argument("--systems", default="repocast,http")
+    ap.add_argument("--runs", type=int, default=1, help="runs per system; the table gives medians")
+    ap.add_argument("--systems", default="repocast,http,uftp")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "requests"))
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before a run is cut off")
     ap.add_argument("--target", default=os.path.join(ROOT, "target", "release"))
@@ -199,41 +297,58 @@ def main():
     loss_list = ",".join(losses[h % len(losses)] for h in range(a.hosts))
     name = f"rq{os.getpid() % 10000}"
     os.makedirs(a.out, exist_ok=True)
-    lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "
-             f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
-             f"{requested / 2**20:.0f} MiB requested", "",
-             "| system | ok | mean | median | p95 | max | bytes on the server link | CPU s server | CPU s receivers |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    systems = a.systems.split(",")
+    runs = {s: [] for s in systems}
+    delays = {s: [] for s in systems}
     failures = 0
     try:
-        for system in a.systems.split(","):
-            sh(*lab(name, "up", "--clients", str(a.hosts), "--client-loss", loss_list,
-                    "--rate", f"{a.rate:g}mbit"))
-            try:
-                rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names, requests,
-                                                      a.rate * 1e6)
-            finally:
-                subprocess.run(lab(name, "down"), capture_output=True)
-            with open(os.path.join(a.out, f"{system}.csv"), "w") as f:
-                f.write("request,host,arrival_s,delay_s,ok\n")
-                for k in sorted(rows):
-                    r = rows[k]
-                    f.write(f"{k},{r['host']},{r['at']:.3f},{r['delay']:.3f},{int(r['ok'])}\n")
-            ok = [r for r in rows.values() if r["ok"]]
-            failures += len(requests) - len(ok)
-            m, med, p95, mx = stats([r["delay"] for r in rows.values()])
-            lines.append(f"| {system} | {len(ok)}/{len(requests)} | {m:.2f} s | {med:.2f} s | {p95:.2f} s | "
-                         f"{mx:.2f} s | {sent / 2**20:.0f} MiB ({sent / requested:.2f}x requested) | "
-                         f"{cpu_s:.1f} | {cpu_r:.1f} |")
-            print(lines[-1], flush=True)
+        for run in range(a.runs):
+            for system in systems:
+                sh(*lab(name, "up", "--clients", str(a.hosts), "--client-loss", loss_list,
+                        "--rate", f"{a.rate:g}mbit"))
+                try:
+                    rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
+                                                          requests, a.rate * 1e6)
+                finally:
+                    subprocess.run(lab(name, "down"), capture_output=True)
+                    shutil.rmtree(os.path.join(work, system), ignore_errors=True)
+                    if os.path.exists(os.path.join(work, "nginx.conf")):
+                        os.remove(os.path.join(work, "nginx.conf"))
+                suffix = f"-{run + 1}" if a.runs > 1 else ""
+                with open(os.path.join(a.out, f"{system}{suffix}.csv"), "w") as f:
+                    f.write("request,host,arrival_s,delay_s,ok\n")
+                    for k in sorted(rows):
+                        r = rows[k]
+                        f.write(f"{k},{r['host']},{r['at']:.3f},{r['delay']:.3f},{int(r['ok'])}\n")
+                ok = sum(1 for r in rows.values() if r["ok"])
+                failures += len(requests) - ok
+                # A request cut off at --limit counts at the limit.
+                ds = [rows[k]["delay"] if k in rows else a.limit for k, *_ in requests]
+                delays[system] += ds
+                runs[system].append((ok, *stats(ds), sent / requested, cpu_s, cpu_r))
+                print(f"run {run + 1} {system}: ok {ok}/{len(requests)}, mean {runs[system][-1][1]:.2f} s, "
+                      f"p95 {runs[system][-1][3]:.2f} s, wire {sent / requested:.2f}x requested, "
+                      f"CPU {cpu_s:.1f} + {cpu_r:.1f} s", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+    what = "median of {} runs".format(a.runs) if a.runs > 1 else "one run"
+    lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "
+             f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
+             f"{requested / 2**20:.0f} MiB requested; {what}", "",
+             "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for system in systems:
+        m = [median([r[i] for r in runs[system]]) for i in range(8)]
+        lines.append(f"| {system} | {min(r[0] for r in runs[system])}/{len(requests)} | {m[1]:.2f} s | "
+                     f"{m[2]:.2f} s | {m[3]:.2f} s | {m[4]:.2f} s | {m[5]:.2f} | {m[6]:.1f} | {m[7]:.1f} |")
     for kind in ("multicast", "unicast"):
         m, med, p95, mx = fluid[kind]
         lines.append(f"| fluid {kind} (reference) | | {m:.2f} s | {med:.2f} s | {p95:.2f} s | {mx:.2f} s | | | |")
     text = "\n".join(lines) + "\n"
     open(os.path.join(a.out, "summary.md"), "w").write(text)
+    open(os.path.join(a.out, "delays.svg"), "w").write(
+        cdf_svg(delays, f"Request delay, {a.hosts} hosts, loss {a.loss}, seed {a.seed} ({what}, pooled)"))
     print(text)
     if a.check and failures:
         sys.exit(f"requests.py: {failures} requests failed")

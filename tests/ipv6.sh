@@ -22,14 +22,16 @@ BIN=$PWD/target/release/repocast
 mkdir -p "$WORK/repo/sub"
 head -c 3000000 /dev/urandom > "$WORK/repo/sub/a.bin"
 head -c 1281 /dev/urandom > "$WORK/repo/b"
-ip netns exec "$NS" "$BIN" serve "$WORK/repo" --interface v0 --listen '[::1]:4700' --no-metrics \
+"$BIN" keygen --out "$WORK/server.key" >/dev/null 2>&1
+KEY="$WORK/server.key.pub"
+ip netns exec "$NS" "$BIN" serve "$WORK/repo" --key "$WORK/server.key" --interface v0 --listen '[::1]:4700' --no-metrics \
   --data-group '[ff15::4701]:4701' --announce-group '[ff15::4702]:4702' --rate 200M \
   --source fd00::1 > "$WORK/srv.log" 2>&1 &
 SPID=$!
-for _ in $(seq 1 50); do ip netns exec "$NS" "$BIN" ls --server '[::1]:4700' >/dev/null 2>&1 && break; sleep 0.1; done
-ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --interface v0 --out "$WORK/out" --all --emulate-loss 0.2 --idle-timeout 20
+for _ in $(seq 1 50); do ip netns exec "$NS" "$BIN" ls --server '[::1]:4700' --trust "$KEY" >/dev/null 2>&1 && break; sleep 0.1; done
+ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --trust "$KEY" --interface v0 --out "$WORK/out" --all --emulate-loss 0.2 --idle-timeout 20
 diff -r "$WORK/repo" "$WORK/out" --exclude=.repocast
 echo "ipv6.sh: files identical over IPv6 multicast, source-specific join"
-ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --interface v0 --out "$WORK/out2" --all --emulate-loss 0.2 --idle-timeout 20 --no-ssm
+ip netns exec "$NS" "$BIN" get --server '[::1]:4700' --trust "$KEY" --interface v0 --out "$WORK/out2" --all --emulate-loss 0.2 --idle-timeout 20 --no-ssm
 diff -r "$WORK/repo" "$WORK/out2" --exclude=.repocast
 echo "ipv6.sh: files identical over IPv6 multicast, any-source join"

@@ -44,11 +44,14 @@ if ! bash "$LAB" --name "$NAME" up --clients 3 --client-loss "$LOSSES" >/dev/nul
   echo "netlab.sh: skipped (the lab could not be built: $(tail -n 1 "$WORK/netlab.err"))"
   exit 0
 fi
-bash "$LAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 \
+# The server's key made here, pinned by the clients.
+"$BIN" keygen --out "$WORK/server.key" >/dev/null 2>&1
+KEY="$WORK/server.key.pub"
+bash "$LAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 --key "$WORK/server.key" \
   --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" > "$WORK/server.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 1 100); do
-  bash "$LAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 >/dev/null 2>&1 && break
+  bash "$LAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 --trust "$KEY" >/dev/null 2>&1 && break
   sleep 0.1
 done
 
@@ -56,7 +59,7 @@ IFS=, read -r -a loss <<< "$LOSSES"
 pids=()
 for c in 1 2 3; do
   ( start=$(date +%s.%N)
-    bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --interface eth0 \
+    bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --trust "$KEY" --interface eth0 \
       --out "$WORK/out$c" --all > "$WORK/c$c.log" 2>&1
     echo $? > "$WORK/c$c.rc"
     end=$(date +%s.%N)

@@ -83,6 +83,7 @@ async fn main() {
         let items = r.files.iter().map(|&f| names[f].clone()).collect();
         let mut g = GetOptions::new(srv.request_addr, work.path().join(format!("r{k}")), items);
         g.interface = lo.clone();
+        g.trust = repocast_net::tls::Trust::Key(srv.key);
         g.loss = LossSpec::Bernoulli {
             p: losses
                 .get(r.host % losses.len().max(1))

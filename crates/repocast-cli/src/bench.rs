@@ -70,6 +70,7 @@ pub async fn run(a: BenchArgs) -> ExitCode {
         vec!["file".into()],
     );
     g.interface = lo;
+    g.trust = repocast_net::tls::Trust::Key(srv.key);
     g.idle_timeout = Duration::from_secs(30);
     let rep = match client::get(g, None).await {
         Ok(r) => r,

@@ -283,6 +283,7 @@ pub async fn run(a: DemoArgs) -> ExitCode {
             names(&files, c),
         );
         g.interface = lo.clone();
+        g.trust = repocast_net::tls::Trust::Key(srv.key);
         g.loss = LossSpec::Bernoulli { p };
         g.seed = a.seed * 10 + c as u64;
         g.idle_timeout = Duration::from_secs(30);

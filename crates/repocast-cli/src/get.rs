@@ -5,6 +5,7 @@ use repocast_core::loss::LossSpec;
 use repocast_net::addr;
 use repocast_net::client::{self, GetOptions};
 use repocast_net::socket::Interface;
+use repocast_net::tls::{self, Trust};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -37,9 +38,39 @@ pub struct GetArgs {
     /// Join groups any-source even if the server names its source.
     #[arg(long)]
     pub no_ssm: bool,
-    /// Give up after this many seconds without hearing anything.
+    /// Give up after this many seconds without hearing anything useful.
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
+    /// Replace existing files that differ from the items.
+    #[arg(long)]
+    pub overwrite: bool,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+}
+
+/// Which server keys a client accepts.
+#[derive(clap::Args, Debug)]
+pub struct TrustArgs {
+    /// Accept only this server key: `ed25519:...` or a `.pub` file
+    /// [the key recorded for the server in the known-servers file; the
+    /// first key seen is recorded].
+    #[arg(long, value_name = "KEY")]
+    pub trust: Option<String>,
+    /// The known-servers file [~/.config/repocast/known_servers].
+    #[arg(long, value_name = "FILE")]
+    pub known_servers: Option<PathBuf>,
+}
+
+impl TrustArgs {
+    fn trust(&self) -> Result<Trust, String> {
+        Ok(match (&self.trust, &self.known_servers) {
+            (Some(k), _) => {
+                Trust::Key(repocast_net::keys::parse_trust(k).map_err(|e| e.to_string())?)
+            }
+            (None, Some(f)) => Trust::KnownServers(f.clone()),
+            (None, None) => Trust::KnownServers(tls::default_known_servers()),
+        })
+    }
 }
 
 /// Options of `repocast ls`.
@@ -48,6 +79,8 @@ pub struct LsArgs {
     /// The server: HOST[:PORT].
     #[arg(long)]
     pub server: String,
+    #[command(flatten)]
+    pub trust: TrustArgs,
 }
 
 /// Parses `--emulate-loss`.
@@ -80,6 +113,8 @@ fn options(a: &GetArgs) -> Result<GetOptions, String> {
     o.seed = a.seed;
     o.ssm = !a.no_ssm;
     o.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    o.trust = a.trust.trust()?;
+    o.overwrite = a.overwrite;
     Ok(o)
 }
 
@@ -117,7 +152,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
         .map(|o| o.size)
         .sum();
     println!(
-        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}",
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}",
         rep.items.len(),
         bytes as f64 / (1 << 20) as f64,
         rep.elapsed.as_secs_f64(),
@@ -126,6 +161,11 @@ pub async fn run(a: GetArgs) -> ExitCode {
         rep.resumed_blocks,
         if rep.emulated_losses > 0 {
             format!(", {} dropped by --emulate-loss", rep.emulated_losses)
+        } else {
+            String::new()
+        },
+        if rep.forged > 0 {
+            format!(", {} forged datagrams dropped", rep.forged)
         } else {
             String::new()
         }
@@ -143,14 +183,17 @@ pub async fn run(a: GetArgs) -> ExitCode {
 }
 
 pub async fn ls(a: LsArgs) -> ExitCode {
-    let server = match addr::resolve_server(&a.server) {
+    let (server, trust) = match addr::resolve_server(&a.server)
+        .map_err(|e| e.to_string())
+        .and_then(|s| Ok((s, a.trust.trust()?)))
+    {
         Ok(s) => s,
         Err(e) => {
             eprintln!("repocast ls: {e}");
             return ExitCode::from(2);
         }
     };
-    match client::list(server).await {
+    match client::list(server, &trust).await {
         Ok(entries) => {
             for e in &entries {
                 println!("{:>14}  {}", e.size, e.name);

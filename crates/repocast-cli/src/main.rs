@@ -1,6 +1,6 @@
 //! # repocast: the command-line entry point (thin)
 //!
-//! Parses arguments and hands off: `serve`, `get`, `ls`, `demo` and `bench`
+//! Parses arguments and hands off: `serve`, `get`, `ls`, `keygen`, `demo` and `bench`
 //! to `repocast-net` (real UDP multicast and TCP); `demo --virtual` to the
 //! simulator's virtual LAN (the same endpoints, virtual time). No protocol logic lives here.
 
@@ -8,6 +8,7 @@ mod bench;
 mod config;
 mod demo;
 mod get;
+mod keygen;
 mod progress;
 mod serve;
 mod sim;
@@ -34,6 +35,8 @@ enum Command {
     Get(get::GetArgs),
     /// List a server's catalogue.
     Ls(get::LsArgs),
+    /// Create a server identity key (and its .pub) for `serve --key`.
+    Keygen(keygen::KeygenArgs),
     /// A server and four lossy clients on loopback multicast (no flags needed).
     Demo(demo::DemoArgs),
     /// Loss-free goodput of one receiver on loopback.
@@ -71,6 +74,9 @@ fn main() -> ExitCode {
     if let Command::Sim(a) = command {
         return sim::run(a);
     }
+    if let Command::Keygen(a) = command {
+        return keygen::run(a);
+    }
     if let Command::Demo(a) = &command {
         if a.r#virtual {
             return demo::run_virtual(a);
@@ -87,7 +93,7 @@ fn main() -> ExitCode {
             Command::Ls(a) => get::ls(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
-            Command::Sim(_) => ExitCode::SUCCESS,
+            Command::Sim(_) | Command::Keygen(_) => ExitCode::SUCCESS,
         }
     })
 }

@@ -74,6 +74,13 @@ pub struct ServeArgs {
     /// Seed for the server's random choices [1].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// The server's identity key (`repocast keygen`); created if missing
+    /// [~/.config/repocast/server.key].
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// Only these networks may connect (repeatable): ADDRESS or ADDRESS/PREFIX [any].
+    #[arg(long = "allow", value_name = "NETWORK")]
+    pub allow: Vec<String>,
 }
 
 /// The scheme the flags name, if they name one.
@@ -133,6 +140,15 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     }
     if a.no_metrics {
         o.metrics = None;
+    }
+    if a.key.is_some() {
+        o.key = a.key.clone();
+    }
+    if o.key.is_none() {
+        o.key = repocast_net::keys::config_dir().map(|d| d.join("server.key"));
+    }
+    for n in &a.allow {
+        o.allow.push(n.parse().map_err(e)?);
     }
     o.validate().map_err(e)?;
     Ok(o)

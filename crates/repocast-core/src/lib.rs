@@ -12,6 +12,7 @@
 //! (`repocast-sim`) and the network layer (`repocast-net`) are two pumps around
 //! these same values; the core holds no simulator.
 
+pub mod auth;
 pub mod client;
 pub mod endpoint;
 pub mod fec;

@@ -21,7 +21,7 @@
 use crate::client::ClientConfig;
 use crate::policy::{FecPolicy, Retransmit, Scheme};
 use crate::server::{ServerConfig, ServerError};
-use crate::wire::data::DATA_OVERHEAD;
+use crate::wire::data::{DATA_OVERHEAD, DATA_TAG_OVERHEAD};
 use std::time::Duration;
 
 /// Bytes of IPv4 and UDP headers in front of every datagram.
@@ -78,6 +78,9 @@ impl Profile {
                     nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
                     report_timeout: Duration::from_millis(500),
                     loss_aware_repairs: true,
+                    share_repairs: true,
+                    drop_orphans: true,
+                    repair_budget: Some(REPAIR_BUDGET),
                     ..ServerConfig::default()
                 };
                 // 100 Mbit/s is in range: this cannot fail.
@@ -114,6 +117,11 @@ impl Profile {
     }
 }
 
+/// Symbols a client may ask for in NAKs per item, in multiples of the
+/// item's size: a receiver at 50% loss asks for about one item's worth in
+/// all (its needs halve each round), so eight is far past any honest one.
+pub const REPAIR_BUDGET: u32 = 8;
+
 /// `FEC(maxloss+0.02)+R(inf)+notify`, the scheme `repocast serve` ships.
 pub fn lan_scheme() -> Scheme {
     Scheme {
@@ -123,14 +131,16 @@ pub fn lan_scheme() -> Scheme {
     }
 }
 
-/// Bits one data packet of `symbol_size` bytes takes on the wire.
-pub fn packet_bits(symbol_size: u16, ipv6: bool) -> u64 {
+/// Bits one data packet of `symbol_size` bytes takes on the wire (with
+/// its authentication tag if `tagged`).
+pub fn packet_bits(symbol_size: u16, ipv6: bool, tagged: bool) -> u64 {
     let ip = if ipv6 {
         IPV6_UDP_HEADERS
     } else {
         IPV4_UDP_HEADERS
     };
-    (symbol_size as u64 + DATA_OVERHEAD as u64 + ip) * 8
+    let tag = if tagged { DATA_TAG_OVERHEAD as u64 } else { 0 };
+    (symbol_size as u64 + DATA_OVERHEAD as u64 + tag + ip) * 8
 }
 
 impl ServerConfig {
@@ -140,7 +150,9 @@ impl ServerConfig {
         if !(RATE_RANGE.0..=RATE_RANGE.1).contains(&rate_bps) {
             return Err(ServerError::Rate(rate_bps));
         }
-        let ns = packet_bits(self.symbol_size, ipv6) as u128 * 1_000_000_000 / rate_bps as u128;
+        let tagged = self.session_key.is_some();
+        let ns =
+            packet_bits(self.symbol_size, ipv6, tagged) as u128 * 1_000_000_000 / rate_bps as u128;
         self.packet_interval = Duration::from_nanos(ns.max(1) as u64);
         let burst = BURST_TIME.as_nanos().div_ceil(ns.max(1));
         self.burst = (burst.min(u32::MAX as u128) as u32).clamp(BURST_PACKETS.0, BURST_PACKETS.1);

@@ -172,6 +172,12 @@ fn client_msg() -> impl Strategy<Value = ClientMsg> {
                 }
             }),
         Just(ClientMsg::Bye),
+        (
+            name(),
+            any::<[u8; 32]>(),
+            proptest::collection::vec(any::<u8>(), 0..64)
+        )
+            .prop_map(|(name, hash, held)| ClientMsg::Have { name, hash, held }),
     ]
 }
 
@@ -192,20 +198,22 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
             proptest::option::of(addr()),
             proptest::option::of(addr()),
             proptest::option::of(any::<std::net::IpAddr>()),
-            any::<u64>()
+            any::<u64>(),
+            proptest::option::of(any::<[u8; 32]>())
         )
-            .prop_map(
-                |(s, n, data, announce, source, rate_bps)| ServerMsg::Welcome {
+            .prop_map(|(s, n, data, announce, source, rate_bps, session_key)| {
+                ServerMsg::Welcome {
                     session: SessionId(s),
                     items: n,
                     channels: repocast_core::wire::control::Channels {
                         data,
                         announce,
                         source,
-                        rate_bps
+                        rate_bps,
                     },
+                    session_key,
                 }
-            ),
+            }),
         (
             proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5),
             any::<bool>()

@@ -101,3 +101,84 @@ mod tests {
         );
     }
 }
+
+/// A network in CIDR form (`10.0.0.0/8`, `fd00::/8`, or one address): an
+/// entry of `serve --allow`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is in the network (an IPv4-mapped IPv6 peer counts as
+    /// its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = u32::MAX.checked_shl(32 - self.prefix as u32).unwrap_or(0);
+                u32::from(n) & mask == u32::from(a) & mask
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = u128::MAX.checked_shl(128 - self.prefix as u32).unwrap_or(0);
+                u128::from(n) & mask == u128::from(a) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = NetError;
+
+    fn from_str(s: &str) -> Result<Self, NetError> {
+        let bad = || NetError::Setting("an allowed network is ADDRESS or ADDRESS/PREFIX");
+        let (a, p) = match s.trim().split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (s.trim(), None),
+        };
+        let net: IpAddr = a.parse().map_err(|_| bad())?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match p {
+            Some(p) => p.parse::<u8>().map_err(|_| bad())?,
+            None => max,
+        };
+        if prefix > max {
+            return Err(bad());
+        }
+        Ok(Cidr { net, prefix })
+    }
+}
+
+impl<'d> serde::Deserialize<'d> for Cidr {
+    fn deserialize<D: serde::Deserializer<'d>>(d: D) -> Result<Self, D::Error> {
+        let s = <String as serde::Deserialize>::deserialize(d)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod cidr_tests {
+    use super::*;
+
+    #[test]
+    fn networks_contain_what_they_should() {
+        let c: Cidr = "10.77.0.0/24".parse().expect("cidr");
+        assert!(c.contains("10.77.0.9".parse().expect("ip")));
+        assert!(c.contains("::ffff:10.77.0.9".parse().expect("ip")));
+        assert!(!c.contains("10.77.1.9".parse().expect("ip")));
+        assert!(!c.contains("fd00::1".parse().expect("ip")));
+        let all: Cidr = "0.0.0.0/0".parse().expect("cidr");
+        assert!(all.contains("192.0.2.1".parse().expect("ip")));
+        let one: Cidr = "fd00::1".parse().expect("cidr");
+        assert!(one.contains("fd00::1".parse().expect("ip")));
+        assert!(!one.contains("fd00::2".parse().expect("ip")));
+        for bad in ["10.0.0.0/33", "x/8", "10.0.0.0/", "::/129"] {
+            assert!(bad.parse::<Cidr>().is_err(), "{bad}");
+        }
+    }
+}

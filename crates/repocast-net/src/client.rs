@@ -5,14 +5,19 @@
 //! endpoint what the request connection and the two groups deliver
 //! (through the optional [`LossySocket`] emulation), wakes it at its
 //! deadline, writes the frames it gives, and joins the groups when the
-//! endpoint says so. Requesting, decoding, the memory bound, storing,
+//! endpoint says so. The request connection is TLS, pinned to the
+//! server's key ([`crate::tls`]), and the key it verified is handed to the
+//! endpoint, which then insists on tagged packets and signed
+//! announcements. Requesting, decoding, the memory bound, storing,
 //! verifying and every outcome are the endpoint's.
 
 use crate::fault::LossySocket;
 use crate::socket::{self, Interface};
 use crate::store::Store;
+use crate::tls::{self, ClientStream, Trust};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
+use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
 use repocast_core::endpoint::store::{BlockStore, MemoryStore};
@@ -24,6 +29,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
 use tokio::sync::mpsc;
 
 pub use repocast_core::client::ClientStats;
@@ -55,6 +61,10 @@ pub struct GetOptions {
     /// Bytes of partially received blocks kept in memory; beyond it the
     /// least recently fed blocks go to a spill file ([`MEMORY_BUDGET`]).
     pub memory_budget: u64,
+    /// Which server keys to accept.
+    pub trust: Trust,
+    /// Replace existing files that differ from the item.
+    pub overwrite: bool,
 }
 
 /// Default memory for partially received blocks.
@@ -75,6 +85,8 @@ impl GetOptions {
             idle_timeout: Duration::from_secs(60),
             journal_batch: crate::store::JOURNAL_BATCH,
             memory_budget: MEMORY_BUDGET,
+            trust: Trust::KnownServers(tls::default_known_servers()),
+            overwrite: false,
         }
     }
 }
@@ -98,6 +110,8 @@ pub struct GetReport {
     pub resumed_blocks: u64,
     /// Partial blocks moved to disk to stay within the memory budget.
     pub spilled_blocks: u64,
+    /// Datagrams with a missing or wrong tag or signature (dropped).
+    pub forged: u64,
 }
 
 impl GetReport {
@@ -107,13 +121,14 @@ impl GetReport {
     }
 }
 
-async fn connect(server: SocketAddr) -> Result<TcpStream, NetError> {
+/// Connects and runs the TLS handshake: the stream and the server's key.
+async fn connect(server: SocketAddr, trust: &Trust) -> Result<(ClientStream, PublicKey), NetError> {
     let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(server))
         .await
         .map_err(|_| NetError::ConnectTimeout(server))?
         .map_err(|source| NetError::Connect { server, source })?;
     let _ = sock.set_nodelay(true);
-    Ok(sock)
+    tls::connect(sock, server, trust).await
 }
 
 /// How long a TCP connect may take.
@@ -170,12 +185,12 @@ async fn readable(g: Option<&LossySocket>) {
 /// counters) if it joined them.
 async fn drive<S: BlockStore>(
     ep: &mut ClientEndpoint<S>,
-    sock: TcpStream,
+    sock: ClientStream,
     start: std::time::Instant,
     join: Option<&Join<'_>>,
     progress: Option<&mpsc::UnboundedSender<Progress>>,
 ) -> Result<Option<Groups>, NetError> {
-    let (mut rd, mut wr) = sock.into_split();
+    let (mut rd, mut wr) = tokio::io::split(sock);
     let mut groups: Option<Groups> = None;
     let (mut out, mut tcp, mut dgram) = (Vec::new(), vec![0u8; 64 << 10], vec![0u8; 65536]);
     // The item filter installed on the data socket (None: everything).
@@ -248,11 +263,12 @@ async fn drive<S: BlockStore>(
 }
 
 /// `repocast ls`: the server's catalogue.
-pub async fn list(server: SocketAddr) -> Result<Vec<CatalogueEntry>, NetError> {
-    let sock = connect(server).await?;
+pub async fn list(server: SocketAddr, trust: &Trust) -> Result<Vec<CatalogueEntry>, NetError> {
+    let (sock, key) = connect(server, trust).await?;
     let start = std::time::Instant::now();
     let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Catalogue);
     cfg.idle_timeout = CONNECT_TIMEOUT;
+    cfg.server_key = Some(key);
     let mut ep = ClientEndpoint::new(core_now(start), cfg, MemoryStore::default());
     // The catalogue needs no groups: none are joined.
     drive(&mut ep, sock, start, None, None).await?;
@@ -269,8 +285,8 @@ pub async fn get(
     progress: Option<mpsc::UnboundedSender<Progress>>,
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
-    let sock = connect(opts.server).await?;
-    let store = Store::new(&opts.out, opts.journal_batch)?;
+    let (sock, key) = connect(opts.server, &opts.trust).await?;
+    let store = Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite);
     let mut client = Profile::Lan.client();
     client.seed = opts.seed;
     let want = if opts.all {
@@ -281,6 +297,7 @@ pub async fn get(
     let mut cfg = ClientEndpointConfig::new(client, want);
     cfg.idle_timeout = opts.idle_timeout;
     cfg.memory_budget = opts.memory_budget;
+    cfg.server_key = Some(key);
     let start = std::time::Instant::now();
     let mut ep = ClientEndpoint::new(core_now(start), cfg, store);
     let join = Join {
@@ -306,5 +323,6 @@ pub async fn get(
         malformed: st.malformed,
         resumed_blocks: st.resumed_blocks,
         spilled_blocks: st.spilled_blocks,
+        forged: st.forged,
     })
 }

@@ -81,9 +81,37 @@ pub enum NetError {
     /// The server's settings or repository cannot be served.
     #[error("server configuration: {0}")]
     Server(#[from] repocast_core::server::ServerError),
+    /// TLS could not be set up.
+    #[error("tls: {0}")]
+    Tls(#[source] rustls::Error),
+    /// The TLS handshake on the request connection failed.
+    #[error("secure connection failed: {0}")]
+    Handshake(String),
+    /// The server presented a key other than the one pinned for it.
+    #[error(
+        "the server at {} presented key {}, but {} is the key trusted for it: \
+         refusing to connect (someone may be impersonating it; if its key really changed, \
+         remove its line from the known-servers file or pass --trust with the new key)",
+        .0.server, .0.got, .0.expected
+    )]
+    KeyChanged(Box<KeyMismatch>),
+    /// A key, key file or known-servers file that cannot be used.
+    #[error("{0}")]
+    Key(String),
     /// A background task failed.
     #[error("task: {0}")]
     Task(#[from] tokio::task::JoinError),
+}
+
+/// A server key that is not the trusted one.
+#[derive(Debug)]
+pub struct KeyMismatch {
+    /// The server's address.
+    pub server: SocketAddr,
+    /// The key trusted for it.
+    pub expected: repocast_core::auth::PublicKey,
+    /// The key it presented.
+    pub got: repocast_core::auth::PublicKey,
 }
 
 impl NetError {

@@ -1,8 +1,9 @@
 //! # repocast-net: the protocol core on real sockets
 //!
 //! A tokio driver around `repocast-core`'s state machines: UDP multicast for
-//! the data and announcement channels ([`socket`]), TCP with length-prefixed
-//! frames for the request connection, files on disk on both sides
+//! the data and announcement channels ([`socket`]), TLS 1.3 over TCP with
+//! length-prefixed frames for the request connection ([`tls`], bound to
+//! the server's key from [`keys`], pinned by clients through [`known`]), files on disk on both sides
 //! ([`repo`] serves blocks straight from the repository, [`store`] writes
 //! verified blocks to temporary files with a resume journal). [`server`]
 //! and [`client`] are the two pumps; they contain no protocol logic: every
@@ -13,12 +14,15 @@ pub mod addr;
 pub mod client;
 pub mod error;
 pub mod fault;
+pub mod keys;
+pub mod known;
 pub mod metrics;
 pub mod repo;
 pub mod server;
 pub mod settings;
 pub mod socket;
 pub mod store;
+pub mod tls;
 
 pub use error::NetError;
 

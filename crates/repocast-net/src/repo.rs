@@ -38,6 +38,8 @@ pub struct Repository {
     pub files: Vec<RepoFile>,
     /// How many files were hashed now (not taken from the cache).
     pub hashed: usize,
+    /// Files left out because they could not be read.
+    pub skipped: usize,
 }
 
 fn mtime_ns(m: &fs::Metadata) -> u128 {
@@ -52,12 +54,23 @@ fn walk(
     dir: &Path,
     out: &mut Vec<(String, PathBuf, fs::Metadata)>,
 ) -> Result<(), NetError> {
-    let rd = fs::read_dir(dir).map_err(|e| NetError::file(dir, e))?;
+    let rd = match fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if dir == root => return Err(NetError::file(dir, e)),
+        Err(e) => {
+            tracing::warn!("skipping {}: {e}", dir.display());
+            return Ok(());
+        }
+    };
     for entry in rd {
-        let entry = entry.map_err(|e| NetError::file(dir, e))?;
+        let Ok(entry) = entry else {
+            continue;
+        };
         let path = entry.path();
         // Never follow symlinks: a link could point outside the repository.
-        let meta = fs::symlink_metadata(&path).map_err(|e| NetError::file(&path, e))?;
+        let Ok(meta) = fs::symlink_metadata(&path) else {
+            continue;
+        };
         let Ok(rel) = path.strip_prefix(root) else {
             continue;
         };
@@ -82,7 +95,7 @@ fn walk(
 
 /// Hashes a file: BLAKE3 of the whole and of each block of `layout`.
 fn hash_file(path: &Path, layout: &Layout) -> Result<([u8; 32], Vec<[u8; 32]>), NetError> {
-    let mut f = File::open(path).map_err(|e| NetError::file(path, e))?;
+    let mut f = open_regular(path).map_err(|e| NetError::file(path, e))?;
     let mut whole = blake3::Hasher::new();
     let mut blocks = Vec::with_capacity(layout.blocks() as usize);
     let mut buf = Vec::new();
@@ -94,6 +107,21 @@ fn hash_file(path: &Path, layout: &Layout) -> Result<([u8; 32], Vec<[u8; 32]>), 
         blocks.push(*blake3::hash(&buf).as_bytes());
     }
     Ok((*whole.finalize().as_bytes(), blocks))
+}
+
+/// Opens `path` for reading without blocking (a FIFO or device put in a
+/// file's place cannot stall the caller) and refuses anything but a
+/// regular file.
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
 }
 
 fn hex(b: &[u8]) -> String {
@@ -163,19 +191,31 @@ impl Repository {
         let cache = load_cache(&cache_path);
         let pk = params_key(fec);
         let (mut files, mut hashed, mut lines) = (Vec::new(), 0, String::new());
+        let mut skipped = 0;
         for (name, path, meta) in found {
             let (size, mtime) = (meta.len(), mtime_ns(&meta));
-            let layout = Layout::new(size, fec).map_err(|source| NetError::Layout {
-                name: name.clone(),
-                source,
-            })?;
+            let layout = match Layout::new(size, fec) {
+                Ok(l) => l,
+                Err(e) => {
+                    tracing::warn!("not serving {name}: {e}");
+                    skipped += 1;
+                    continue;
+                }
+            };
             let key = (name.clone(), size, mtime, pk.clone());
             let (hash, block_hashes) = match cache.get(&key) {
                 Some(v) if v.1.len() == layout.blocks() as usize => v.clone(),
-                _ => {
-                    hashed += 1;
-                    hash_file(&path, &layout)?
-                }
+                _ => match hash_file(&path, &layout) {
+                    Ok(h) => {
+                        hashed += 1;
+                        h
+                    }
+                    Err(e) => {
+                        tracing::warn!("not serving {name}: {e}");
+                        skipped += 1;
+                        continue;
+                    }
+                },
             };
             if !name.contains(['\t', '\n']) {
                 let bh: String = block_hashes.iter().map(|h| hex(h)).collect();
@@ -206,7 +246,11 @@ impl Repository {
                 tracing::warn!("could not cache hashes in {}: {e}", dir.display());
             }
         }
-        Ok(Repository { files, hashed })
+        Ok(Repository {
+            files,
+            hashed,
+            skipped,
+        })
     }
 
     /// The items, for the server state machine.
@@ -247,18 +291,21 @@ impl BlockSource for FileSource {
             source,
         };
         if self.open.as_ref().is_none_or(|(i, _)| *i != item) {
-            let f = File::open(path).map_err(io)?;
-            let m = f.metadata().map_err(io)?;
-            if m.len() != *size || mtime_ns(&m) != *mtime {
-                return Err(SourceError::Changed {
-                    path: path.display().to_string(),
-                });
-            }
-            self.open = Some((item, f));
+            self.open = None;
+            self.open = Some((item, open_regular(path).map_err(io)?));
         }
         let Some((_, f)) = &self.open else {
             return Err(SourceError::NoItem);
         };
+        // One fstat per block read: a file rewritten while it is served
+        // fails its item here (the core's block hash check catches the rest).
+        let m = f.metadata().map_err(io)?;
+        if m.len() != *size || mtime_ns(&m) != *mtime {
+            self.open = None;
+            return Err(SourceError::Changed {
+                path: path.display().to_string(),
+            });
+        }
         let start = out.len();
         out.resize(start + len, 0);
         f.read_exact_at(&mut out[start..], offset).map_err(io)

@@ -8,15 +8,18 @@
 //! `poll_close`. Each connection has a reader task (bytes in, through a
 //! bounded channel, so a fast peer waits on TCP rather than growing
 //! memory) and a writer task (frames out, through a queue of the
-//! endpoint's limit: a peer that does not read is closed). Framing,
-//! parsing and every limit are the endpoint's.
+//! endpoint's limit: a peer that does not read is closed), both on the
+//! connection's TLS stream ([`crate::tls`]; the handshake runs in the
+//! connection's task, never in the pump). Peers outside `--allow` are
+//! closed at accept. Framing, parsing and every limit are the endpoint's.
 
 use crate::metrics::{self, Shared, Snapshot};
 use crate::repo::Repository;
-use crate::socket;
 use crate::{NetError, core_now};
+use crate::{keys, socket, tls};
 
 pub use crate::settings::ServeOptions;
+use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::profile::Profile;
@@ -40,6 +43,8 @@ pub struct ServerHandle {
     pub metrics_addr: Option<SocketAddr>,
     /// One line for the operator: addresses and scheme.
     pub banner: String,
+    /// The server's public key (what clients pin).
+    pub key: PublicKey,
     shutdown: watch::Sender<bool>,
     task: tokio::task::JoinHandle<Result<ServerStats, NetError>>,
     shared: Shared,
@@ -107,6 +112,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.seed = opts.seed;
     cfg.nak_window = opts.nak_window;
     cfg.report_timeout = opts.report_timeout;
+    // Tags on every packet: the key goes in before the rate (packets grow).
+    cfg.session_key = Some(keys::session_key()?);
     cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
     cfg.channels = Channels {
         data: Some(opts.data_group),
@@ -114,7 +121,14 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         source: opts.source,
         rate_bps: opts.rate_bps,
     };
-    let endpoint = ServerEndpoint::new(cfg, Profile::Lan.limits(), repo.infos())?;
+    let identity = match &opts.key {
+        Some(path) => keys::load_or_create(path)?,
+        None => keys::generate_identity()?,
+    };
+    let tls = tls::server_config(&identity)?;
+    let key = identity.public();
+    let endpoint =
+        ServerEndpoint::new(cfg, Profile::Lan.limits(), repo.infos())?.with_identity(identity);
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
         items: repo.files.len(),
         scheme: opts.scheme.to_string(),
@@ -149,7 +163,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         opts.scheduler.name(),
         code.name(),
         metrics_addr.map_or(String::new(), |a| format!(", metrics http://{a}/metrics")),
-    );
+    ) + &format!("; key {key}");
     let (tx, rx) = watch::channel(false);
     let pump = Pump {
         endpoint,
@@ -161,12 +175,15 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         conns: HashMap::new(),
         shared: shared.clone(),
         start: std::time::Instant::now(),
+        tls,
+        allow: opts.allow.clone(),
     };
     let task = tokio::spawn(pump.run(listener, rx));
     Ok(ServerHandle {
         request_addr,
         metrics_addr,
         banner,
+        key,
         shutdown: tx,
         task,
         shared,
@@ -186,6 +203,8 @@ struct Pump {
     conns: HashMap<ClientId, ConnTasks>,
     shared: Shared,
     start: std::time::Instant,
+    tls: Arc<rustls::ServerConfig>,
+    allow: Vec<crate::addr::Cidr>,
 }
 
 impl Pump {
@@ -202,7 +221,7 @@ impl Pump {
             let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 acc = listener.accept() => match acc {
-                    Ok((sock, _)) => self.connect(sock, ev_tx.clone()),
+                    Ok((sock, peer)) => self.connect(sock, peer, ev_tx.clone()),
                     // Out of file descriptors (or another passing error):
                     // back off instead of spinning on accept.
                     Err(e) => {
@@ -231,7 +250,11 @@ impl Pump {
         Ok(self.endpoint.server().stats())
     }
 
-    fn connect(&mut self, sock: TcpStream, events: mpsc::Sender<ConnEvent>) {
+    fn connect(&mut self, sock: TcpStream, peer: SocketAddr, events: mpsc::Sender<ConnEvent>) {
+        if !self.allow.is_empty() && !self.allow.iter().any(|c| c.contains(peer.ip())) {
+            tracing::debug!("refused {peer}: not in --allow");
+            return;
+        }
         let id = match self.endpoint.accept(core_now(self.start)) {
             Ok(id) => id,
             Err(why) => {
@@ -240,17 +263,27 @@ impl Pump {
             }
         };
         let _ = sock.set_nodelay(true);
-        let (mut rd, mut wr) = sock.into_split();
         let (out_tx, mut out_rx) =
             mpsc::channel::<Vec<u8>>(self.endpoint.limits().max_queued_frames);
-        tokio::spawn(async move {
-            while let Some(frame) = out_rx.recv().await {
-                if wr.write_all(&frame).await.is_err() {
-                    break;
-                }
-            }
-        });
+        let cfg = self.tls.clone();
         let reader = tokio::spawn(async move {
+            let stream = match tls::accept(cfg, sock).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!("{peer}: {e}");
+                    let _ = events.send(ConnEvent::Closed(id)).await;
+                    return;
+                }
+            };
+            let (mut rd, mut wr) = tokio::io::split(stream);
+            tokio::spawn(async move {
+                while let Some(frame) = out_rx.recv().await {
+                    if wr.write_all(&frame).await.is_err() {
+                        break;
+                    }
+                }
+                let _ = wr.shutdown().await;
+            });
             let mut buf = vec![0u8; 64 << 10];
             loop {
                 match rd.read(&mut buf).await {

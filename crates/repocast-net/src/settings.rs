@@ -64,6 +64,12 @@ pub struct ServeOptions {
     /// receiver is waited for before its item is rescheduled.
     #[serde(skip)]
     pub report_timeout: Duration,
+    /// The server's identity key file (`repocast keygen`); None: a key
+    /// made for this run only (clients that pinned an earlier one refuse
+    /// it). `repocast serve` defaults to `~/.config/repocast/server.key`.
+    pub key: Option<PathBuf>,
+    /// Networks allowed to open request connections (empty: any).
+    pub allow: Vec<addr::Cidr>,
 }
 
 impl Default for ServeOptions {
@@ -121,6 +127,8 @@ impl ServeOptions {
             seed: lan.seed,
             nak_window: lan.nak_window,
             report_timeout: lan.report_timeout,
+            key: None,
+            allow: Vec::new(),
         }
     }
 }

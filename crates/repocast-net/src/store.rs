@@ -1,18 +1,25 @@
 //! Where a client puts what it receives. Each verified block is written at
-//! its offset in a temporary file under `OUT/.repocast/partial/`; every
-//! [`JOURNAL_BATCH`] bytes the data is fsynced and then the blocks are
-//! recorded in a journal, so a
-//! client that dies resumes without receiving verified blocks again. When
-//! every block is in, the whole file is hashed, fsynced and renamed into
-//! place: no unverified byte ever sits at a final path. Names from the wire
-//! are checked so no path leaves the output directory.
+//! its offset in a temporary file under `OUT/.repocast/partial/`; the data
+//! is fsynced and then the blocks are recorded in a journal as they verify
+//! (at most [`COMMIT_EVERY`] apart, or every [`JOURNAL_BATCH`] bytes at
+//! high rates), so a client killed at any point resumes with every block
+//! verified more than that long before. When every block
+//! is in, the whole file is hashed, fsynced and renamed into place: no
+//! unverified byte ever sits at a final path.
+//!
+//! What the server sends is untrusted: names are checked so no path leaves
+//! the output folder (nor passes through a symlink in it); an existing file
+//! that differs is replaced only with `overwrite`. Two `get`s into one
+//! folder never share a partial file: each holds an exclusive lock on the
+//! partials it writes, and a second one wanting the same item uses its own.
 
 use crate::NetError;
 use crate::repo::STATE_DIR;
 use repocast_core::ItemId;
-use repocast_core::endpoint::store::{BlockStore, Resume, StoreError, Symbols};
+use repocast_core::endpoint::store::{BlockStore, Held, Resume, StoreError, Symbols};
 use repocast_core::fec::layout::Layout;
 use repocast_core::wire::ManifestEntry;
+use repocast_core::wire::control::MAX_HAVE_BYTES;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
@@ -60,6 +67,8 @@ fn hex(b: &[u8]) -> String {
 }
 
 struct Partial {
+    /// Held while this process writes the partial (released on drop).
+    lock: Option<File>,
     final_path: PathBuf,
     tmp: PathBuf,
     journal_path: PathBuf,
@@ -69,6 +78,8 @@ struct Partial {
     size: u64,
     /// Blocks written but not yet made durable and journaled.
     pending: Vec<u32>,
+    /// When the journal was last committed (None: never).
+    last_commit: Option<std::time::Instant>,
     pending_bytes: u64,
     /// Symbols of partial blocks kept on disk: file, and per block the
     /// (offset, length) of each record.
@@ -78,8 +89,13 @@ struct Partial {
 }
 
 /// Verified bytes written before the data is fsynced and the journal
-/// records them: a crash loses at most this much (received again).
+/// records them, whatever the time.
 pub const JOURNAL_BATCH: u64 = 16 << 20;
+/// Longest time a verified block waits for its journal entry: a block is
+/// committed at once unless the last commit was more recent than this (so
+/// slow transfers commit every block, and fast ones fsync ten times a
+/// second rather than on every block, on the receiving thread).
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The client's files.
 pub struct Store {
@@ -87,6 +103,7 @@ pub struct Store {
     partial_dir: PathBuf,
     items: HashMap<ItemId, Partial>,
     batch: u64,
+    overwrite: bool,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
@@ -101,6 +118,15 @@ fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
         h.update(&buf[..n]);
     }
     Ok(*h.finalize().as_bytes())
+}
+
+/// Bytes at the start of a journal: the item's hash and size.
+const JOURNAL_HEADER: usize = 40;
+
+fn journal_header(j: &[u8]) -> Option<([u8; 32], u64)> {
+    let hash: [u8; 32] = j.get(..32)?.try_into().ok()?;
+    let size = u64::from_le_bytes(j.get(32..JOURNAL_HEADER)?.try_into().ok()?);
+    Some((hash, size))
 }
 
 fn sync_dir(dir: &Path) {
@@ -119,27 +145,120 @@ impl Store {
             partial_dir,
             items: HashMap::new(),
             batch: journal_batch,
+            overwrite: false,
         })
+    }
+
+    /// Replace existing files that differ from the item (`--overwrite`).
+    pub fn overwrite(mut self, yes: bool) -> Self {
+        self.overwrite = yes;
+        self
     }
 }
 
+/// Refuses a path whose folders under `root` include a symlink (a server
+/// naming `link/x` must not write through `link` out of the folder).
+fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
+    let Ok(rel) = path.strip_prefix(root) else {
+        return Ok(());
+    };
+    let mut p = root.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for c in parts.iter().take(parts.len().saturating_sub(1)) {
+        p.push(c);
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() || !m.is_dir() => {
+                return Err(StoreError::UnsafeName {
+                    name: rel.display().to_string(),
+                    why: "a folder on its path is a symlink or a file",
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Takes an exclusive lock on `f` without waiting: false if another
+/// process holds it.
+fn try_lock(f: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor this `File` owns; no memory is
+    // passed.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
+}
+
 impl BlockStore for Store {
+    /// The blocks a journal from an earlier run lists for `name` (checked
+    /// against their hashes when the manifest opens the item).
+    fn held(&self, name: &str) -> Option<Held> {
+        let prefix = format!("{}-", hex(&blake3::hash(name.as_bytes()).as_bytes()[..8]));
+        let entries = fs::read_dir(&self.partial_dir).ok()?;
+        for e in entries.flatten() {
+            let file = e.file_name();
+            let Some(f) = file.to_str() else { continue };
+            if !(f.starts_with(&prefix) && f.ends_with(".journal")) {
+                continue;
+            }
+            let Ok(j) = fs::read(e.path()) else { continue };
+            let Some((hash, _)) = journal_header(&j) else {
+                continue;
+            };
+            let mut blocks: Vec<u32> = j[JOURNAL_HEADER..]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .filter(|&b| (b as usize) < MAX_HAVE_BYTES * 8)
+                .collect();
+            blocks.sort_unstable();
+            blocks.dedup();
+            if !blocks.is_empty() {
+                return Some(Held { hash, blocks });
+            }
+        }
+        None
+    }
+
     /// Prepares to receive `m`: checks its name, and says what is already
     /// on disk (a verified final file, or blocks in the journal that still
     /// match their hashes).
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
         let final_path = safe_path(&self.root, &m.name)?;
+        check_parents(&self.root, &final_path)?;
         // Keyed by name and content, so two items with equal bytes never share
         // a temporary file, and a rerun finds its own journal.
-        let key = format!(
+        let mut key = format!(
             "{}-{}-{}",
             hex(&blake3::hash(m.name.as_bytes()).as_bytes()[..8]),
             hex(&m.hash[..8]),
             m.size
         );
+        // The lock file says which process owns this partial: another
+        // `get` into the same folder after the same item gets its own.
+        let lock_path = self.partial_dir.join(format!("{key}.lock"));
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|e| StoreError::io(&lock_path, e))?;
+        let lock = if try_lock(&lock) {
+            lock
+        } else {
+            key = format!("{key}-{}", std::process::id());
+            let own = self.partial_dir.join(format!("{key}.lock"));
+            let f = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&own)
+                .map_err(|e| StoreError::io(&own, e))?;
+            try_lock(&f);
+            f
+        };
         let tmp = self.partial_dir.join(format!("{key}.part"));
         let journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut p = Partial {
+            lock: Some(lock),
             final_path,
             tmp,
             journal_path,
@@ -148,22 +267,32 @@ impl BlockStore for Store {
             hash: m.hash,
             size: m.size,
             pending: Vec::new(),
+            last_commit: None,
             pending_bytes: 0,
             spill: None,
             spilled: HashMap::new(),
             spill_len: 0,
         };
-        if fs::metadata(&p.final_path).is_ok_and(|x| x.is_file() && x.len() == m.size)
-            && hash_file(&p.final_path)? == m.hash
-        {
-            self.items.insert(m.item, p);
-            return Ok(Resume::Complete);
+        if let Ok(meta) = fs::symlink_metadata(&p.final_path) {
+            if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path)? == m.hash {
+                self.items.insert(m.item, p);
+                return Ok(Resume::Complete);
+            }
+            if !self.overwrite {
+                return Err(StoreError::Exists {
+                    path: p.final_path.display().to_string(),
+                });
+            }
         }
         let layout = Layout::new(m.size, &m.fec)?;
         let mut have = Vec::new();
         if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
             let mut buf = Vec::new();
-            for c in j.chunks_exact(4) {
+            let entries = match journal_header(&j) {
+                Some((hash, size)) if hash == m.hash && size == m.size => &j[JOURNAL_HEADER..],
+                _ => &[][..],
+            };
+            for c in entries.chunks_exact(4) {
                 let b = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
                 let Some(h) = m.block_hashes.get(b as usize) else {
                     continue;
@@ -190,11 +319,18 @@ impl BlockStore for Store {
             .map_err(|e| StoreError::io(&p.tmp, e))?;
         file.set_len(m.size)
             .map_err(|e| StoreError::io(&p.tmp, e))?;
-        let journal = OpenOptions::new()
+        let mut journal = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&p.journal_path)
             .map_err(|e| StoreError::io(&p.journal_path, e))?;
+        if journal.metadata().map(|x| x.len()).unwrap_or(0) == 0 {
+            let mut head = m.hash.to_vec();
+            head.extend_from_slice(&m.size.to_le_bytes());
+            journal
+                .write_all(&head)
+                .map_err(|e| StoreError::io(&p.journal_path, e))?;
+        }
         p.file = Some(file);
         p.journal = Some(journal);
         self.items.insert(m.item, p);
@@ -220,7 +356,9 @@ impl BlockStore for Store {
             .map_err(|e| StoreError::io(&p.tmp, e))?;
         p.pending.push(block);
         p.pending_bytes += data.len() as u64;
-        if p.pending_bytes >= self.batch {
+        let due = p.last_commit.is_none_or(|t| t.elapsed() >= COMMIT_EVERY);
+        if p.pending_bytes >= self.batch || due {
+            p.last_commit = Some(std::time::Instant::now());
             // Data durable first, then the journal says so.
             f.sync_data().map_err(|e| StoreError::io(&p.tmp, e))?;
             let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
@@ -282,6 +420,7 @@ impl BlockStore for Store {
             drop(p.file);
             let _ = fs::remove_file(&p.tmp);
             let _ = fs::remove_file(&p.journal_path);
+            let _ = fs::remove_file(p.tmp.with_extension("lock"));
             if let Some((path, _)) = p.spill {
                 let _ = fs::remove_file(path);
             }
@@ -338,6 +477,7 @@ impl BlockStore for Store {
             let _ = fs::remove_file(path);
         }
         if p.file.is_none() {
+            let _ = fs::remove_file(p.tmp.with_extension("lock"));
             return Ok(true); // the final file was already there and verified
         }
         drop(p.journal);
@@ -349,16 +489,22 @@ impl BlockStore for Store {
         if !ok {
             let _ = fs::remove_file(&p.tmp);
             let _ = fs::remove_file(&p.journal_path);
+            let _ = fs::remove_file(p.tmp.with_extension("lock"));
             return Ok(false);
         }
         if let Some(parent) = p.final_path.parent() {
             fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
         }
+        // The folders were checked at open; check again just before the
+        // rename (the folder may have changed meanwhile).
+        check_parents(&self.root, &p.final_path)?;
         fs::rename(&p.tmp, &p.final_path).map_err(|e| StoreError::io(&p.final_path, e))?;
         if let Some(parent) = p.final_path.parent() {
             sync_dir(parent);
         }
         let _ = fs::remove_file(&p.journal_path);
+        let _ = fs::remove_file(p.tmp.with_extension("lock"));
+        drop(p.lock);
         Ok(true)
     }
 }

@@ -2,96 +2,13 @@
 //! emulated loss, overlapping requests, an empty file and one-symbol
 //! plus/minus one byte files; every file must arrive byte-identical.
 
-use repocast_core::loss::LossSpec;
-use repocast_net::client::{self, GetOptions};
-use repocast_net::server::{self, ServeOptions};
-use repocast_net::socket::Interface;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::path::Path;
-use std::sync::atomic::{AtomicU16, Ordering};
+mod common;
 
-/// A distinct group pair and ports per test (tests run in parallel).
-fn groups() -> (SocketAddr, SocketAddr) {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    // Below the ephemeral range (32768+), where senders bind.
-    let base = 10000 + (std::process::id() as u16 % 100) * 200 + n * 2;
-    let g = (std::process::id() % 250) as u8;
-    (
-        (Ipv4Addr::new(239, 255, g, 10 + 2 * n as u8), base).into(),
-        (Ipv4Addr::new(239, 255, g, 11 + 2 * n as u8), base + 1).into(),
-    )
-}
-
-fn write_repo(dir: &Path, files: &[(&str, usize)], seed: u64) {
-    let mut r = repocast_core::rng::Rng::new(seed);
-    for (name, size) in files {
-        let p = dir.join(name);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-        let bytes: Vec<u8> = (0..*size).map(|_| r.next_u64() as u8).collect();
-        std::fs::write(p, bytes).expect("write");
-    }
-}
-
-fn lo() -> Interface {
-    Interface::parse(Some("127.0.0.1")).expect("loopback")
-}
-
-fn serve_opts(dir: &Path, scheme: &str) -> ServeOptions {
-    let (data, ann) = groups();
-    let mut o = ServeOptions::new(dir.to_path_buf());
-    o.listen = (Ipv4Addr::LOCALHOST, 0).into();
-    o.data_group = data;
-    o.announce_group = ann;
-    o.interface = lo();
-    o.rate_bps = 200_000_000;
-    o.metrics = Some((Ipv4Addr::LOCALHOST, 0).into());
-    o.scheme = scheme.parse().expect("scheme");
-    o
-}
-
-fn get_opts(server: SocketAddr, out: &Path, items: &[&str], loss: f64, seed: u64) -> GetOptions {
-    let mut g = GetOptions::new(
-        server,
-        out.to_path_buf(),
-        items.iter().map(|s| s.to_string()).collect(),
-    );
-    g.interface = lo();
-    g.loss = LossSpec::Bernoulli { p: loss };
-    g.seed = seed;
-    g.idle_timeout = std::time::Duration::from_secs(20);
-    g
-}
-
-/// Waits (bounded) until a client reports verified bytes written.
-async fn wait_for_bytes(rx: &mut tokio::sync::mpsc::UnboundedReceiver<client::Progress>) {
-    let deadline = std::time::Duration::from_secs(30);
-    tokio::time::timeout(deadline, async {
-        while let Some(p) = rx.recv().await {
-            if matches!(p, client::Progress::Bytes { .. }) {
-                return;
-            }
-        }
-    })
-    .await
-    .expect("bytes within 30 s");
-}
-
-/// Polls `f` until it holds (bounded at 10 s): for state published on a
-/// timer tick.
-async fn eventually(mut f: impl AsyncFnMut() -> bool) {
-    for _ in 0..200 {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    panic!("condition not reached in 10 s");
-}
-
-fn same(a: &Path, b: &Path) -> bool {
-    std::fs::read(a).ok() == std::fs::read(b).ok() && std::fs::read(a).is_ok()
-}
+use common::*;
+use repocast_net::client;
+use repocast_net::server;
+use repocast_net::tls::Trust;
+use std::net::Ipv4Addr;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lossy_clients_with_overlapping_requests_get_identical_files() {
@@ -126,7 +43,7 @@ async fn lossy_clients_with_overlapping_requests_get_identical_files() {
     let outs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
     let mut tasks = Vec::new();
     for (i, (items, loss)) in wants.iter().enumerate() {
-        let o = get_opts(srv.request_addr, outs[i].path(), items, *loss, i as u64 + 1);
+        let o = get_opts(&srv, outs[i].path(), items, *loss, i as u64 + 1);
         tasks.push(tokio::spawn(client::get(o, None)));
     }
     for (i, t) in tasks.into_iter().enumerate() {
@@ -162,16 +79,15 @@ async fn unknown_items_fail_with_a_reason_and_ls_lists_the_catalogue() {
     let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(0)"))
         .await
         .expect("serve");
-    let cat = client::list(srv.request_addr).await.expect("ls");
+    let cat = client::list(srv.request_addr, &Trust::Key(srv.key))
+        .await
+        .expect("ls");
     let names: Vec<_> = cat.iter().map(|e| (e.name.as_str(), e.size)).collect();
     assert_eq!(names, vec![("a", 10), ("b/c", 20)]);
     let out = tempfile::tempdir().expect("tmp");
-    let rep = client::get(
-        get_opts(srv.request_addr, out.path(), &["a", "nope"], 0.0, 1),
-        None,
-    )
-    .await
-    .expect("get");
+    let rep = client::get(get_opts(&srv, out.path(), &["a", "nope"], 0.0, 1), None)
+        .await
+        .expect("get");
     assert!(!rep.all_ok());
     assert!(rep.items.iter().any(|o| o.name == "a" && o.result.is_ok()));
     assert!(
@@ -198,13 +114,13 @@ async fn a_late_joiner_completes_with_and_without_notify() {
         );
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         let a = tokio::spawn(client::get(
-            get_opts(srv.request_addr, a_out.path(), &["big"], 0.0, 1),
+            get_opts(&srv, a_out.path(), &["big"], 0.0, 1),
             Some(tx),
         ));
         // B asks once A holds part of the file: mid-transmission.
         wait_for_bytes(&mut rx).await;
         let b = tokio::spawn(client::get(
-            get_opts(srv.request_addr, b_out.path(), &["big"], 0.0, 2),
+            get_opts(&srv, b_out.path(), &["big"], 0.0, 2),
             None,
         ));
         for (t, out) in [(a, &a_out), (b, &b_out)] {
@@ -228,8 +144,7 @@ async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
     let srv = server::start(o).await.expect("serve");
     let out = tempfile::tempdir().expect("tmp");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut o = get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 1);
-    o.journal_batch = 2 << 20; // commit every ~2 blocks so a kill after 3 leaves some
+    let o = get_opts(&srv, out.path(), &["big", "small"], 0.0, 1);
     let first = tokio::spawn(client::get(o, Some(tx)));
     // Killed once it has written a few verified blocks of the 10 in "big".
     for _ in 0..3 {
@@ -241,22 +156,36 @@ async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
         !out.path().join("big").exists(),
         "no unverified byte at the final path"
     );
-    let rep = client::get(
-        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 2),
-        None,
-    )
-    .await
-    .expect("get");
+    let sent_before = srv.snapshot().stats.data_packets;
+    let rep = client::get(get_opts(&srv, out.path(), &["big", "small"], 0.0, 2), None)
+        .await
+        .expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
     assert!(rep.resumed_blocks > 0, "the journal was used");
+    // The rerun told the server what it held: only the rest was sent.
+    let snap = srv.snapshot();
+    assert!(snap.stats.resumed_requests >= 1, "{:?}", snap.stats);
+    let fec = repocast_core::wire::FecParams {
+        code: repocast_core::fec::CodeKind::RaptorQ,
+        symbol_size: 1280,
+        max_block_symbols: repocast_core::fec::CodeKind::RaptorQ.default_block_symbols(),
+    };
+    let layout = repocast_core::fec::layout::Layout::new(12_000_000, &fec).expect("layout");
+    let smallest = layout.block_symbols(layout.blocks() - 1) as u64;
+    let sent = snap.stats.data_packets - sent_before;
+    // (One resumed block may be "small", held whole.)
+    let most = (layout.symbols() - rep.resumed_blocks.saturating_sub(1) * smallest) * 102 / 100 + 2;
+    assert!(
+        sent <= most,
+        "sent {sent} packets with {} of {} blocks held (at most {most})",
+        rep.resumed_blocks,
+        layout.blocks()
+    );
     assert!(same(&repo.path().join("big"), &out.path().join("big")));
     // A third run finds everything verified in place and receives nothing.
-    let again = client::get(
-        get_opts(srv.request_addr, out.path(), &["big", "small"], 0.0, 3),
-        None,
-    )
-    .await
-    .expect("get");
+    let again = client::get(get_opts(&srv, out.path(), &["big", "small"], 0.0, 3), None)
+        .await
+        .expect("get");
     assert!(again.all_ok());
     assert_eq!(again.stats.useful, 0);
     srv.stop().await.expect("stop");
@@ -297,23 +226,33 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     });
-    // A TCP peer that sends a malformed frame.
-    let mut raw = tokio::net::TcpStream::connect(srv.request_addr)
+    // A peer that sends a malformed frame over its (valid) TLS connection.
+    let tcp = tokio::net::TcpStream::connect(srv.request_addr)
         .await
         .expect("connect");
+    let (mut raw, _) = repocast_net::tls::connect(tcp, srv.request_addr, &Trust::Key(srv.key))
+        .await
+        .expect("tls");
     tokio::io::AsyncWriteExt::write_all(&mut raw, &[0, 0, 0, 3, b'x', b'y', b'z'])
         .await
         .expect("write");
+    tokio::io::AsyncWriteExt::flush(&mut raw)
+        .await
+        .expect("flush");
     let mut hello = Vec::new();
     ClientMsg::Hello { name: "x".into() }.emit(&mut hello);
     let out = tempfile::tempdir().expect("tmp");
-    let rep = client::get(get_opts(srv.request_addr, out.path(), &["f"], 0.1, 1), None)
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.1, 1), None)
         .await
         .expect("get");
     junk.abort();
     assert!(rep.all_ok(), "{:?}", rep.items);
     assert!(same(&repo.path().join("f"), &out.path().join("f")));
     assert!(rep.malformed > 0, "junk datagrams counted");
+    assert!(
+        rep.forged > 0,
+        "the untagged forged packets counted as forged"
+    );
     assert_eq!(
         rep.stats.corrupt_blocks, 0,
         "the forged session never reached a decoder"
@@ -330,7 +269,7 @@ async fn metrics_and_status_are_served_while_running() {
         .await
         .expect("serve");
     let out = tempfile::tempdir().expect("tmp");
-    let rep = client::get(get_opts(srv.request_addr, out.path(), &["f"], 0.0, 1), None)
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
         .await
         .expect("get");
     assert!(rep.all_ok());
@@ -380,13 +319,7 @@ async fn items_with_identical_content_each_arrive() {
         .expect("serve");
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(
-        get_opts(
-            srv.request_addr,
-            out.path(),
-            &["a/same", "b/same", "c"],
-            0.1,
-            1,
-        ),
+        get_opts(&srv, out.path(), &["a/same", "b/same", "c"], 0.1, 1),
         None,
     )
     .await
@@ -408,7 +341,7 @@ async fn a_small_memory_budget_spills_partial_blocks_and_still_verifies() {
         .await
         .expect("serve");
     let out = tempfile::tempdir().expect("tmp");
-    let mut o = get_opts(srv.request_addr, out.path(), &["big"], 0.2, 3);
+    let mut o = get_opts(&srv, out.path(), &["big"], 0.2, 3);
     o.memory_budget = 1 << 20;
     let rep = client::get(o, None).await.expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
@@ -432,7 +365,7 @@ async fn source_specific_joins_receive_from_the_named_source() {
     o.source = Some(Ipv4Addr::LOCALHOST.into());
     let srv = server::start(o).await.expect("serve");
     let out = tempfile::tempdir().expect("tmp");
-    let g = get_opts(srv.request_addr, out.path(), &["f"], 0.0, 1);
+    let g = get_opts(&srv, out.path(), &["f"], 0.0, 1);
     assert!(g.ssm, "SSM is the default when the server names its source");
     let rep = client::get(g, None).await.expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
@@ -493,11 +426,11 @@ async fn a_receiver_reads_only_the_items_it_asked_for() {
         tempfile::tempdir().expect("tmp"),
     );
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let a = get_opts(srv.request_addr, out_a.path(), &["large.bin"], 0.0, 1);
+    let a = get_opts(&srv, out_a.path(), &["large.bin"], 0.0, 1);
     let a = tokio::spawn(client::get(a, Some(tx)));
     // The large item is on air (non-preemptive): the small one waits.
     wait_for_bytes(&mut rx).await;
-    let b = get_opts(srv.request_addr, out_b.path(), &["small.bin"], 0.0, 2);
+    let b = get_opts(&srv, out_b.path(), &["small.bin"], 0.0, 2);
     let b = client::get(b, None).await.expect("get small");
     let a = a.await.expect("join").expect("get large");
     assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);

@@ -10,8 +10,14 @@
 //! `poll_close`, `poll_event`, then sleep until `poll_timeout`), with a
 //! star network in place of sockets. The accounting runs of the simulator
 //! ([`crate::engine`]) drive the state machines directly instead, for speed.
+//!
+//! With [`Profile::Lan`] the session is authenticated as `serve` runs it:
+//! a session key (seeded here, random in `serve`) tags every packet, the
+//! server signs its announcements, and every receiver pins the server's
+//! key. [`VirtualLan::inject`] puts an attacker's datagrams on the groups.
 
 use crate::engine::MemorySource;
+use repocast_core::auth::{Identity, PublicKey, SessionKey};
 use repocast_core::client::ClientStats;
 use repocast_core::endpoint::client::{
     ClientEndpoint, ClientEndpointConfig, ClientEndpointStats, Event, Outcome, Want,
@@ -21,6 +27,7 @@ use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
 use repocast_core::server::{ServerConfig, ServerError};
 use repocast_core::wire::FecParams;
 use repocast_core::{ClientId, Instant};
@@ -94,6 +101,8 @@ enum Ev {
     Closed(usize),
     /// The receiver finished and closed its connection.
     Left(usize),
+    /// A datagram from outside the server, to every listening receiver.
+    Inject(Channel, Vec<u8>),
 }
 
 /// A server endpoint and receiver endpoints on a virtual star network.
@@ -114,6 +123,8 @@ pub struct VirtualLan {
     seed: u64,
     /// Idle timeout the receivers run with.
     pub idle_timeout: Duration,
+    /// The key receivers pin (the server's identity, if it has one).
+    server_key: Option<PublicKey>,
 }
 
 impl VirtualLan {
@@ -126,6 +137,13 @@ impl VirtualLan {
         server_loss: LossSpec,
     ) -> Result<Self, ServerError> {
         let mut cfg = profile.server();
+        let mut identity = None;
+        if profile == Profile::Lan {
+            let mut r = Rng::new(cfg.seed ^ 0xa17);
+            let mut key = || std::array::from_fn(|_| r.next_u64() as u8);
+            cfg.session_key = Some(SessionKey::from_bytes(key()));
+            identity = Some(Identity::from_seed(key()));
+        }
         tweak(&mut cfg);
         let fec = FecParams {
             code: cfg.code,
@@ -136,8 +154,13 @@ impl VirtualLan {
             .map(|(n, b)| MemorySource::item_info(n, b, &fec))
             .collect::<Result<_, _>>()?;
         let seed = cfg.seed;
-        let server = ServerEndpoint::new(cfg, profile.limits(), infos)?;
+        let mut server = ServerEndpoint::new(cfg, profile.limits(), infos)?;
+        let server_key = identity.as_ref().map(Identity::public);
+        if let Some(id) = identity {
+            server = server.with_identity(id);
+        }
         Ok(VirtualLan {
+            server_key,
             now: Instant::ZERO,
             server,
             source: MemorySource::new(items.into_iter().map(|(_, b)| b).collect()),
@@ -152,6 +175,12 @@ impl VirtualLan {
             seed,
             idle_timeout: Duration::from_secs(60),
         })
+    }
+
+    /// Delivers `bytes` on channel `ch` at `at` to every receiver then
+    /// listening, as a datagram from another sender would arrive.
+    pub fn inject(&mut self, at: Instant, ch: Channel, bytes: Vec<u8>) {
+        self.schedule(at, Ev::Inject(ch, bytes));
     }
 
     /// The server endpoint (counters, summaries).
@@ -199,6 +228,7 @@ impl VirtualLan {
         client.name = format!("c{i}");
         let mut cfg = ClientEndpointConfig::new(client, n.spec.want.clone());
         cfg.idle_timeout = self.idle_timeout;
+        cfg.server_key = self.server_key;
         n.ep = Some(ClientEndpoint::new(self.now, cfg, store));
         n.conn = Some(conn);
         n.joined = false;
@@ -259,6 +289,14 @@ impl VirtualLan {
                 Ev::Closed(i) => {
                     if let Some(ep) = self.nodes[i].ep.as_mut() {
                         ep.handle_close(now);
+                    }
+                }
+                Ev::Inject(ch, bytes) => {
+                    for n in &mut self.nodes {
+                        if let Some(ep) = n.ep.as_mut().filter(|_| n.joined && n.done_at.is_none())
+                        {
+                            ep.handle_datagram(now, ch, &bytes);
+                        }
                     }
                 }
             }

@@ -12,9 +12,15 @@
 //! transmit queue is empty. Every requested item ends verified or failed
 //! with a reason: a server that breaks the protocol, closes, or goes silent
 //! for the idle timeout fails what is left.
+//!
+//! When the welcome hands over a session key, every datagram must carry
+//! a valid tag (and each announcement the pinned server's signature, if a
+//! key is pinned) before it is parsed further: anything else is counted as
+//! forged and dropped, and does not count as heard (`crate::auth`).
 
 use super::Channel;
 use super::store::{BlockStore, Resume};
+use crate::auth::{self, PublicKey, SessionKey};
 use crate::client::{Client, ClientConfig, ClientEvent, ClientStats};
 use crate::fec::layout::Layout;
 use crate::hash::FastMap;
@@ -56,6 +62,10 @@ pub struct ClientEndpointConfig {
     /// Bytes of partly received blocks kept in memory; beyond it the least
     /// recently fed blocks go to the store's spill.
     pub memory_budget: u64,
+    /// The server's key as pinned and checked by the driver (TLS). With
+    /// it the client insists on an authenticated session and checks the
+    /// signature on every announcement.
+    pub server_key: Option<PublicKey>,
 }
 
 impl ClientEndpointConfig {
@@ -66,6 +76,7 @@ impl ClientEndpointConfig {
             want,
             idle_timeout: Duration::from_secs(60),
             memory_budget: 64 << 20,
+            server_key: None,
         }
     }
 }
@@ -129,6 +140,9 @@ pub struct ClientEndpointStats {
     pub resumed_blocks: u64,
     /// Partly received blocks moved to the spill.
     pub spilled_blocks: u64,
+    /// Datagrams of an authenticated session with a missing or wrong tag
+    /// or signature (dropped before parsing further).
+    pub forged: u64,
 }
 
 /// The client side of repocast as bytes in, bytes out.
@@ -158,6 +172,8 @@ pub struct ClientEndpoint<S: BlockStore> {
     /// The run ended early (protocol error, close, idle): why.
     ended: Option<String>,
     bye_sent: bool,
+    /// The session's key, from the welcome.
+    session_key: Option<SessionKey>,
     stats: ClientEndpointStats,
 }
 
@@ -183,6 +199,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             last_heard: now,
             ended: None,
             bye_sent: false,
+            session_key: None,
             stats: ClientEndpointStats::default(),
             cfg,
         };
@@ -202,6 +219,16 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     fn request(&mut self, now: Instant, names: Vec<String>) {
+        // Resuming: say what is held first, so only the rest is sent.
+        for name in &names {
+            if let Some(h) = self.store.held(name) {
+                self.out.push_back(ClientMsg::Have {
+                    name: name.clone(),
+                    hash: h.hash,
+                    held: h.bitmap(),
+                });
+            }
+        }
         if !names.is_empty() {
             let sels = names.iter().cloned().map(ItemSel::Name).collect();
             self.client.request(now, sels);
@@ -287,6 +314,17 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     self.request(now, names);
                 }
             }
+            ServerMsg::Welcome { session_key, .. } if self.session_key.is_none() => {
+                match session_key {
+                    Some(k) => self.session_key = Some(SessionKey::from_bytes(k)),
+                    None if self.cfg.server_key.is_some() => {
+                        return self
+                            .end("the server does not authenticate its multicast packets".into());
+                    }
+                    None => {}
+                }
+                self.client.handle_server_msg(now, m)
+            }
             m => self.client.handle_server_msg(now, m),
         }
     }
@@ -299,20 +337,45 @@ impl<S: BlockStore> ClientEndpoint<S> {
         }
         match from {
             Channel::Data => match DataRepr::parse(bytes) {
-                Ok(p) => self.on_data(now, &p),
+                Ok(p) => {
+                    let forged = self.session_key.as_ref().is_some_and(|k| {
+                        p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err()
+                    });
+                    if forged {
+                        self.stats.forged += 1;
+                        return;
+                    }
+                    self.on_data(now, &p)
+                }
                 Err(_) => self.stats.malformed += 1,
             },
-            Channel::Announce => match AnnounceRepr::parse(bytes) {
-                Ok(a) => {
+            Channel::Announce => match self.open_announce(bytes).map(AnnounceRepr::parse) {
+                None => return,
+                Some(Ok(a)) => {
                     if self.client.session() == Some(a.session) {
                         self.last_heard = now;
                     }
                     self.client.handle_announce(now, &a);
                 }
-                Err(_) => self.stats.malformed += 1,
+                Some(Err(_)) => self.stats.malformed += 1,
             },
         }
         self.process(now);
+    }
+
+    /// An announcement's own bytes once its trailer checks out (`None`:
+    /// forged, counted).
+    fn open_announce<'a>(&mut self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+        let Some(k) = &self.session_key else {
+            return Some(bytes);
+        };
+        match auth::open_announce(k, self.cfg.server_key.as_ref(), bytes) {
+            Ok(body) => Some(body),
+            Err(_) => {
+                self.stats.forged += 1;
+                None
+            }
+        }
     }
 
     fn on_data(&mut self, now: Instant, p: &DataRepr) {

@@ -12,8 +12,12 @@
 //! connections [`ServerEndpoint::poll_close`] names. Framing, parsing,
 //! malformed input, announcement repetition and the limits on what a peer
 //! can make the server hold all live here, so every driver runs them.
+//! With a session key in its config the endpoint tags every data packet
+//! and announcement, and signs announcements with its [`Identity`]
+//! (`crate::auth`).
 
 use super::{CloseReason, Dest, EndpointStats};
+use crate::auth::{self, Identity, SessionKey};
 use crate::hash::FastMap;
 use crate::profile::EndpointLimits;
 use crate::server::{
@@ -40,6 +44,13 @@ pub struct ServerEndpoint {
     closing: VecDeque<(ClientId, CloseReason)>,
     /// The announcement last emitted, and copies of it still to send.
     repeat: Option<(Vec<u8>, u8)>,
+    /// Tags data and announcements (from the config's session key).
+    session_key: Option<SessionKey>,
+    /// Signs announcements.
+    identity: Option<Identity>,
+    /// Data packets sealed under the session key: the next one's number
+    /// (its GMAC nonce, so never repeated under the key).
+    sealed: u64,
     stats: EndpointStats,
 }
 
@@ -50,7 +61,11 @@ impl ServerEndpoint {
         limits: EndpointLimits,
         items: Vec<ItemInfo>,
     ) -> Result<Self, ServerError> {
+        let session_key = cfg.session_key.clone();
         Ok(ServerEndpoint {
+            session_key,
+            identity: None,
+            sealed: 0,
             server: Server::new(cfg, items)?,
             limits,
             conns: FastMap::default(),
@@ -59,6 +74,13 @@ impl ServerEndpoint {
             repeat: None,
             stats: EndpointStats::default(),
         })
+    }
+
+    /// Signs announcements with `identity` (with a session key in the
+    /// config; without one announcements go unsigned).
+    pub fn with_identity(mut self, identity: Identity) -> Self {
+        self.identity = Some(identity);
+        self
     }
 
     /// The state machine (for summaries, manifests and counters).
@@ -187,12 +209,27 @@ impl ServerEndpoint {
         loop {
             let t = self.server.poll_transmit(now, source)?;
             match t {
-                Transmit::Data(d) => {
-                    d.emit(buf);
+                Transmit::Data(mut d) => {
+                    if let Some(k) = &self.session_key {
+                        d.tag = vec![0; auth::TAG_LEN];
+                        d.emit(buf);
+                        self.sealed += 1;
+                        auth::seal_data(k, self.sealed, buf);
+                    } else {
+                        d.emit(buf);
+                    }
                     return Some(Dest::Data);
                 }
                 Transmit::Announce(a) => {
                     a.emit(buf);
+                    if let Some(k) = &self.session_key {
+                        match &self.identity {
+                            Some(id) => auth::seal_announce(k, id, buf),
+                            None => {
+                                auth::seal_announce_unsigned(k, buf);
+                            }
+                        }
+                    }
                     let copies = self.limits.announce_repeats.max(1) - 1;
                     if copies > 0 {
                         self.repeat = Some((buf.clone(), copies));

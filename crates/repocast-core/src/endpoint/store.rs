@@ -39,6 +39,13 @@ pub enum StoreError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A different file is already where the item goes (replaced only when
+    /// the user says so: `get --overwrite`).
+    #[error("{path} exists and differs from the item (use --overwrite to replace it)")]
+    Exists {
+        /// The existing file.
+        path: String,
+    },
     /// The endpoint used an item it had not opened (a bug, not input).
     #[error("{0} of an item that was not opened")]
     NotOpen(&'static str),
@@ -60,8 +67,36 @@ impl StoreError {
 /// Symbols of a partly received block: (symbol id, bytes).
 pub type Symbols = Vec<(u32, Vec<u8>)>;
 
+/// What a store holds of an item from an interrupted run, found by name
+/// before the manifest comes (told to the server in a `Have`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The whole item's hash the blocks belong to.
+    pub hash: [u8; 32],
+    /// Blocks held (verified when they were written; checked again when
+    /// the manifest opens the item).
+    pub blocks: Vec<u32>,
+}
+
+impl Held {
+    /// The blocks as the `Have` message's bitmap.
+    pub fn bitmap(&self) -> Vec<u8> {
+        let n = self.blocks.iter().max().map_or(0, |&b| b as usize / 8 + 1);
+        let mut v = vec![0u8; n];
+        for &b in &self.blocks {
+            v[b as usize / 8] |= 1 << (b % 8);
+        }
+        v
+    }
+}
+
 /// Storage for one client's items.
 pub trait BlockStore {
+    /// Blocks held of the item called `name` from an earlier run, if any.
+    fn held(&self, name: &str) -> Option<Held> {
+        let _ = name;
+        None
+    }
     /// Prepares to receive `m` and says what is already held.
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError>;
     /// Keeps a verified block at its offset.
@@ -133,6 +168,17 @@ impl MemoryStore {
 }
 
 impl BlockStore for MemoryStore {
+    fn held(&self, name: &str) -> Option<Held> {
+        let (m, _, written) = self.open.values().find(|(m, _, _)| m.name == name)?;
+        let blocks: Vec<u32> = (0..written.len() as u32)
+            .filter(|&b| written[b as usize])
+            .collect();
+        (!blocks.is_empty()).then_some(Held {
+            hash: m.hash,
+            blocks,
+        })
+    }
+
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
         let layout = Layout::new(m.size, &m.fec)?;
         if let Some(b) = self

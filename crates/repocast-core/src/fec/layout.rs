@@ -98,6 +98,23 @@ impl Layout {
         (self.block_first_symbol(b) * self.symbol_size as u64).min(self.size)
     }
 
+    /// The block holding byte `offset` (the last block for offsets past
+    /// the end).
+    pub fn block_of(&self, offset: u64) -> u32 {
+        let last = self.blocks.saturating_sub(1);
+        // The first block whose successor starts after `offset`.
+        let (mut lo, mut hi) = (0u32, last);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.block_offset(mid + 1) <= offset {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Bytes of the item that block `b` holds (the last block may hold less
     /// than `k * symbol_size`; the rest is zero padding).
     pub fn block_len(&self, b: u32) -> u64 {
@@ -154,6 +171,20 @@ mod tests {
         assert_eq!(l.symbols(), 11);
         let total: u64 = (0..l.blocks()).map(|b| l.block_len(b)).sum();
         assert_eq!(total, 1001);
+    }
+
+    #[test]
+    fn block_of_finds_the_block_holding_each_byte() {
+        for size in [1u64, 99, 100, 1001, 3_200, 3_299, 64_123] {
+            let l = Layout::new(size, &params(4)).expect("fits");
+            for off in (0..size).step_by(37).chain([size - 1]) {
+                let b = l.block_of(off);
+                assert!(
+                    l.block_offset(b) <= off && off < l.block_offset(b) + l.block_len(b),
+                    "size {size} offset {off} block {b}"
+                );
+            }
+        }
     }
 
     /// SPEC 3.6: kmax = 32, files of 32..1024 symbols: padding at most about

@@ -51,6 +51,22 @@ pub struct ServerConfig {
     /// Where the driver sends data and announcements (told to clients in
     /// `Welcome`; the core does not use it otherwise).
     pub channels: crate::wire::control::Channels,
+    /// The key that tags this session's data packets and announcements,
+    /// handed to each client in `Welcome` (over the TLS connection).
+    /// `None` runs unauthenticated (the simulator's studies). Set it
+    /// before [`ServerConfig::set_rate`]: tags make packets longer.
+    pub session_key: Option<crate::auth::SessionKey>,
+    /// Repairs and scheduled sends take turns when both are waiting, so no
+    /// one client's repairs starve everybody else's requests (the study
+    /// sends repairs first, always).
+    pub share_repairs: bool,
+    /// When the last client a transmission or queued repair is for leaves,
+    /// drop the work (the study lets it run to its end).
+    pub drop_orphans: bool,
+    /// Most symbols one client may ask for in NAKs per item, as a multiple
+    /// of the item's source symbols; past it its NAKs for the item are
+    /// refused and the item fails for it with a reason (None: no limit).
+    pub repair_budget: Option<u32>,
 }
 
 impl Default for ServerConfig {
@@ -74,6 +90,10 @@ impl Default for ServerConfig {
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),
             channels: Default::default(),
+            session_key: None,
+            share_repairs: false,
+            drop_orphans: false,
+            repair_budget: None,
         }
     }
 }
@@ -204,6 +224,13 @@ pub struct ServerStats {
     pub items_done: u64,
     /// Control messages that made no sense (unknown item, wrong state).
     pub bad_requests: u64,
+    /// Item requests resumed from a `Have` (only missing blocks sent).
+    pub resumed_requests: u64,
+    /// Transmissions cut short or repairs dropped because every client
+    /// they were for had left.
+    pub cancelled: u64,
+    /// NAKs refused because the client was past its repair budget.
+    pub over_budget: u64,
     /// Reports that never came (items rescheduled for silent receivers).
     pub report_timeouts: u64,
     /// Data packets added to scheduled sends after early loss reports.

@@ -87,6 +87,11 @@ struct ClientState {
     /// An early loss report on a transmission still on air (received,
     /// expected so far), counted until that transmission's own report.
     early: Option<(TransmissionId, u32, u32)>,
+    /// Blocks held of items about to be requested (a resuming client's
+    /// `Have`): the item's hash they belong to and the bitmap.
+    haves: FastMap<ItemId, ([u8; 32], Vec<u8>)>,
+    /// Symbols asked for in NAKs so far, per item (the repair budget).
+    asked: FastMap<ItemId, u64>,
 }
 
 impl ClientState {
@@ -119,6 +124,8 @@ pub struct Server {
     demand: DemandTable,
     scheduler: Box<dyn Scheduler>,
     repairs: VecDeque<RepairJob>,
+    /// The last transmission started was a repair (for shared turns).
+    last_was_repair: bool,
     current: Option<Transmission>,
     next_tid: u32,
     outbox: VecDeque<Transmit>,
@@ -192,6 +199,7 @@ impl Server {
             demand,
             scheduler,
             repairs: VecDeque::new(),
+            last_was_repair: false,
             current: None,
             next_tid: 1,
             outbox: VecDeque::new(),
@@ -219,6 +227,24 @@ impl Server {
         self.demand.remove_client(client);
         for it in &mut self.items {
             it.in_flight.remove(&client);
+        }
+        if self.cfg.scheduler.is_push() || !self.cfg.drop_orphans {
+            return;
+        }
+        // Work for nobody is dropped: repairs of items no connected client
+        // is receiving, and a transmission nobody listens to or waits for.
+        let before = self.repairs.len();
+        let items = &self.items;
+        self.repairs
+            .retain(|j| !items[j.item.0 as usize].in_flight.is_empty());
+        self.stats.cancelled += (before - self.repairs.len()) as u64;
+        if let Some(t) = self.current.as_mut() {
+            let idle =
+                self.items[t.item.0 as usize].in_flight.is_empty() && self.demand.r(t.item) == 0;
+            if idle && !t.finished() {
+                t.cancel();
+                self.stats.cancelled += 1;
+            }
         }
     }
 
@@ -317,8 +343,13 @@ impl Server {
         }
         let cur = self.current.as_mut()?;
         let st = self.items.get(cur.item.0 as usize)?;
+        let mut checked = CheckedSource {
+            inner: source,
+            layout: &st.layout,
+            hashes: &st.info.block_hashes,
+        };
         let src = if self.cfg.payloads {
-            Some(source)
+            Some(&mut checked as &mut dyn BlockSource)
         } else {
             None
         };
@@ -484,28 +515,22 @@ impl Server {
     }
 
     fn start_next(&mut self, now: Instant) {
-        if let Some(job) = self.repairs.pop_front() {
-            let mut plan = Vec::new();
-            let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;
-            for (&block, &count) in &job.counts {
-                let esis = if lists_ids {
-                    Esis::List(
-                        job.missing
-                            .get(&block)
-                            .map(|s| s.iter().copied().collect())
-                            .unwrap_or_default(),
-                    )
-                } else {
-                    self.alloc(job.item, block, count)
-                };
-                plan.push(Segment { block, esis });
+        // With shared repairs, a repair after a repair waits for a
+        // scheduled send if anybody is waiting for one.
+        let new_turn =
+            self.cfg.share_repairs && self.last_was_repair && self.demand.active().next().is_some();
+        if !new_turn {
+            if let Some(job) = self.repairs.pop_front() {
+                return self.start_repair(now, job);
             }
-            self.begin(now, job.item, AnnounceKind::Repair, plan);
-            return;
         }
         let Some(item) = self.scheduler.select(&self.demand, now) else {
+            if let Some(job) = self.repairs.pop_front() {
+                self.start_repair(now, job);
+            }
             return;
         };
+        self.last_was_repair = false;
         let push = self.cfg.scheduler.is_push();
         let listeners = if push {
             Vec::new()
@@ -560,6 +585,26 @@ impl Server {
 
     /// The most any of `listeners` still needs of block `b`: k for a
     /// newcomer, its last NAK's count for one that holds symbols.
+    fn start_repair(&mut self, now: Instant, job: RepairJob) {
+        self.last_was_repair = true;
+        let mut plan = Vec::new();
+        let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;
+        for (&block, &count) in &job.counts {
+            let esis = if lists_ids {
+                Esis::List(
+                    job.missing
+                        .get(&block)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default(),
+                )
+            } else {
+                self.alloc(job.item, block, count)
+            };
+            plan.push(Segment { block, esis });
+        }
+        self.begin(now, job.item, AnnounceKind::Repair, plan);
+    }
+
     fn block_need(&self, item: ItemId, b: u32, listeners: &[ClientId]) -> u32 {
         let k = self.items[item.0 as usize].layout.block_symbols(b);
         listeners
@@ -637,6 +682,43 @@ impl Server {
         }
         if self.next_send < now {
             self.next_send = now;
+        }
+    }
+}
+
+/// The driver's source with every whole block it reads checked against
+/// the block's hash from the scan: a file changed on disk (in place, even
+/// with its size and time restored) fails its item with a reason instead
+/// of sending symbols no client can verify.
+struct CheckedSource<'a> {
+    inner: &'a mut dyn BlockSource,
+    layout: &'a Layout,
+    hashes: &'a [[u8; 32]],
+}
+
+impl BlockSource for CheckedSource<'_> {
+    fn read(
+        &mut self,
+        item: ItemId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        let start = out.len();
+        self.inner.read(item, offset, len, out)?;
+        let block = self.layout.block_of(offset);
+        let whole =
+            self.layout.block_offset(block) == offset && self.layout.block_len(block) == len as u64;
+        match self.hashes.get(block as usize) {
+            Some(h) if whole && out.len() >= start + len => {
+                if blake3::hash(&out[start..start + len]).as_bytes() != h {
+                    return Err(SourceError::Changed {
+                        path: format!("item {} block {block}", item.0),
+                    });
+                }
+                Ok(())
+            }
+            _ => Ok(()),
         }
     }
 }

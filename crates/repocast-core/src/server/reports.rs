@@ -8,6 +8,7 @@ use super::{RepairJob, Server, ServerEvent, Transmit};
 use crate::wire::control::MAX_CATALOGUE_ENTRIES;
 use crate::wire::{AnnounceKind, ClientMsg, ItemSel, NakRepr, ServerMsg};
 use crate::{ClientId, Instant, ItemId, TransmissionId};
+use std::collections::BTreeMap;
 
 impl Server {
     /// A control message from `client` (parsed by the driver).
@@ -25,6 +26,7 @@ impl Server {
                         session: self.cfg.session,
                         items,
                         channels: self.cfg.channels,
+                        session_key: self.cfg.session_key.as_ref().map(|k| k.to_bytes()),
                     },
                 );
             }
@@ -91,11 +93,52 @@ impl Server {
                 }
             }
             ClientMsg::Bye => self.handle_disconnect(now, client),
+            ClientMsg::Have { name, hash, held } => self.on_have(client, &name, hash, held),
         }
     }
 
     fn send(&mut self, client: ClientId, msg: ServerMsg) {
         self.outbox.push_back(Transmit::Control(client, msg));
+    }
+
+    /// Records what a resuming client holds of an item it will request.
+    /// Bounded: one bitmap per catalogue item, no longer than the item
+    /// has blocks; anything else is a bad request.
+    fn on_have(&mut self, client: ClientId, name: &str, hash: [u8; 32], held: Vec<u8>) {
+        let Some(&item) = self.names.get(name) else {
+            self.stats.bad_requests += 1;
+            return;
+        };
+        let blocks = self.items[item.0 as usize].layout.blocks() as usize;
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        if held.len() > blocks.div_ceil(8) || c.requested.contains(&item) {
+            self.stats.bad_requests += 1;
+            return;
+        }
+        c.haves.insert(item, (hash, held));
+    }
+
+    /// The needs of a client that holds some blocks of `item` (from its
+    /// `Have`, if it matches the item's current version): every block it
+    /// lacks, in full. `None` when it said nothing usable.
+    fn held_needs(&mut self, client: ClientId, item: ItemId) -> Option<BTreeMap<u32, u32>> {
+        let (hash, held) = self.clients.get_mut(&client)?.haves.remove(&item)?;
+        let st = &self.items[item.0 as usize];
+        if hash != st.info.hash {
+            return None;
+        }
+        let has = |b: u32| {
+            held.get(b as usize / 8)
+                .is_some_and(|x| x & (1 << (b % 8)) != 0)
+        };
+        Some(
+            (0..st.layout.blocks())
+                .filter(|&b| !has(b))
+                .map(|b| (b, st.layout.block_symbols(b)))
+                .collect(),
+        )
     }
 
     fn on_request(&mut self, now: Instant, client: ClientId, sels: Vec<ItemSel>) {
@@ -156,6 +199,17 @@ impl Server {
                 // the manifest alone and reports it done.
                 continue;
             }
+            if let Some(needs) = self.held_needs(client, item) {
+                self.stats.resumed_requests += 1;
+                let all_held = needs.is_empty();
+                if let Some(c) = self.clients.get_mut(&client) {
+                    c.needs.insert(item, needs);
+                }
+                if all_held {
+                    // It completes from its own blocks and reports done.
+                    continue;
+                }
+            }
             let joinable = self
                 .current
                 .as_ref()
@@ -211,6 +265,27 @@ impl Server {
         if bad || nak.transmission.0 >= self.next_tid {
             self.stats.bad_requests += 1;
             return;
+        }
+        // The repair budget: a client that keeps asking past what any
+        // receiver could need is refused, and the item fails for it.
+        if let (Some(mult), Some(c)) = (self.cfg.repair_budget, self.clients.get_mut(&client)) {
+            let asked = c.asked.entry(item).or_insert(0);
+            *asked = asked.saturating_add(nak.total_needed());
+            if *asked > st.layout.symbols().saturating_mul(mult as u64) {
+                self.stats.over_budget += 1;
+                let name = st.info.name.clone();
+                self.items[item.0 as usize].in_flight.remove(&client);
+                self.demand.remove_wait(client, item);
+                self.send(
+                    client,
+                    ServerMsg::Failed {
+                        item: Some(item),
+                        name,
+                        reason: format!("asked for more than {mult} times the item in repairs"),
+                    },
+                );
+                return;
+            }
         }
         self.stats.naks += 1;
         self.naks_this_round += 1;

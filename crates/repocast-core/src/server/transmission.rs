@@ -273,6 +273,17 @@ impl Transmission {
         true
     }
 
+    /// Ends the transmission after the packets produced so far (nobody is
+    /// left to receive the rest).
+    pub fn cancel(&mut self) {
+        self.seg = self.plan.len();
+        let seq = self.seq;
+        if let Some(a) = self.arm.as_mut() {
+            a.maxseq = seq;
+            a.relax = 0;
+        }
+    }
+
     /// Whether every packet has been produced.
     pub fn finished(&self) -> bool {
         match &self.arm {

@@ -20,6 +20,8 @@ pub const MAX_REQUEST_ITEMS: u32 = 1 << 20;
 pub const MAX_CATALOGUE_ENTRIES: u32 = 1 << 16;
 /// Longest reason or client name string.
 pub const MAX_TEXT_LEN: usize = 1024;
+/// Longest held-blocks bitmap in a `Have` (8 Mi blocks).
+pub const MAX_HAVE_BYTES: usize = 1 << 20;
 
 /// An item named in a request: by catalogue id or by relative path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,6 +71,18 @@ pub enum ClientMsg {
     },
     /// The client is leaving.
     Bye,
+    /// Sent before a request by a client resuming an interrupted run: of
+    /// the item `name` in the version with `hash`, it holds the blocks
+    /// whose bits are set in `held` (bit `b % 8` of byte `b / 8`), so the
+    /// server sends only the others.
+    Have {
+        /// The item's name, as it will be requested.
+        name: String,
+        /// The whole item's hash the blocks belong to.
+        hash: [u8; 32],
+        /// Bitmap of blocks held.
+        held: Vec<u8>,
+    },
     /// Early in a long transmission: what the client has heard of it so
     /// far (packets received of those sent since its first), so the server
     /// can size the rest of the transmission to the loss it sees. At most
@@ -87,11 +101,13 @@ pub enum ClientMsg {
 pub enum ServerMsg {
     /// Answer to hello: the session, the catalogue size, and where the
     /// data and announcement channels are (so a client needs only the
-    /// server's address) with the sending rate.
+    /// server's address) with the sending rate, and the session key that
+    /// tags the session's multicast packets (`None`: unauthenticated).
     Welcome {
         session: SessionId,
         items: u32,
         channels: Channels,
+        session_key: Option<[u8; 32]>,
     },
     /// A page of the catalogue; `more` says whether pages follow.
     Catalogue {
@@ -160,6 +176,22 @@ impl ClientMsg {
                 hold_us: r.u32()?,
             },
             kind::BYE => ClientMsg::Bye,
+            kind::HAVE => {
+                let name = r.string("item name", MAX_NAME_LEN)?;
+                let hash = r.hash()?;
+                let n = r.u32()? as usize;
+                if n > MAX_HAVE_BYTES {
+                    return Err(WireError::OutOfRange {
+                        field: "have bitmap",
+                        value: n as u64,
+                    });
+                }
+                ClientMsg::Have {
+                    name,
+                    hash,
+                    held: r.bytes(n)?.to_vec(),
+                }
+            }
             kind::LOSS_REPORT => ClientMsg::LossReport {
                 transmission: TransmissionId(r.u32()?),
                 item: ItemId(r.u32()?),
@@ -230,6 +262,14 @@ impl ClientMsg {
                     .u64(*echo_timestamp_us)
                     .u32(*hold_us);
             }
+            ClientMsg::Have { name, hash, held } => {
+                let n = held.len().min(MAX_HAVE_BYTES);
+                Writer::with_header(buf, kind::HAVE)
+                    .string(name)
+                    .bytes(hash)
+                    .u32(n as u32)
+                    .bytes(&held[..n]);
+            }
             ClientMsg::Bye => {
                 Writer::with_header(buf, kind::BYE);
             }
@@ -250,6 +290,16 @@ impl ServerMsg {
                     announce: parse_addr(&mut r)?,
                     source: parse_addr(&mut r)?.map(|a| a.ip()),
                     rate_bps: r.u64()?,
+                },
+                session_key: match r.u8()? {
+                    0 => None,
+                    1 => Some(r.hash()?),
+                    v => {
+                        return Err(WireError::OutOfRange {
+                            field: "session key flag",
+                            value: v as u64,
+                        });
+                    }
                 },
             },
             kind::CATALOGUE => {
@@ -305,6 +355,7 @@ impl ServerMsg {
                 session,
                 items,
                 channels,
+                session_key,
             } => {
                 let mut w = Writer::with_header(buf, kind::WELCOME);
                 w.u32(session.0).u32(*items);
@@ -312,6 +363,10 @@ impl ServerMsg {
                 emit_addr(&mut w, channels.announce);
                 emit_addr(&mut w, channels.source.map(|ip| SocketAddr::new(ip, 0)));
                 w.u64(channels.rate_bps);
+                match session_key {
+                    None => w.u8(0),
+                    Some(k) => w.u8(1).bytes(k),
+                };
             }
             ServerMsg::Catalogue { entries, more } => {
                 let mut w = Writer::with_header(buf, kind::CATALOGUE);

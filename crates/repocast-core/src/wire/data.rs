@@ -2,8 +2,8 @@
 //!
 //! Each packet names its session, transmission, item, block and symbol, so
 //! any packet is useful on its own. ARM probes ride on data packets
-//! ([`Probe`]); an optional authentication tag is reserved for a later
-//! signing scheme (carried, never interpreted by the core).
+//! ([`Probe`]). An authenticated session ends each packet with a keyed tag
+//! over the bytes before it (`crate::auth`; checked by the client endpoint).
 
 use super::codec::{Reader, Writer, check_max};
 use super::{WireError, kind};
@@ -16,6 +16,9 @@ pub const MAX_TAG_LEN: usize = 64;
 /// Bytes a data packet adds to its symbol when it carries no probe and no
 /// tag: the common header, six u32 fields, flags and the payload length.
 pub const DATA_OVERHEAD: usize = super::HEADER_LEN + 6 * 4 + 1 + 2;
+/// Bytes an authentication tag of [`crate::auth::TAG_LEN`] adds to a
+/// packet (its length byte and the tag).
+pub const DATA_TAG_OVERHEAD: usize = 1 + crate::auth::TAG_LEN;
 /// Largest encoding symbol id accepted (RaptorQ's ESI is 24 bits).
 pub const MAX_SYMBOL_ID: u32 = (1 << 24) - 1;
 
@@ -50,7 +53,7 @@ pub struct DataRepr {
     pub probe: Option<Probe>,
     /// The symbol bytes; empty when the core runs without payloads.
     pub payload: Vec<u8>,
-    /// Authentication tag (reserved).
+    /// Authentication tag (`crate::auth::seal_data`), empty if none.
     pub tag: Vec<u8>,
 }
 

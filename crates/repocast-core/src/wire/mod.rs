@@ -25,7 +25,7 @@ pub use nak::{BlockNeed, NakRepr};
 /// The two magic bytes at the start of every message.
 pub const MAGIC: [u8; 2] = *b"RC";
 /// The wire-format version this build speaks; others are rejected.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the common header (magic, version, kind).
 pub const HEADER_LEN: usize = 4;
 
@@ -82,6 +82,8 @@ pub mod kind {
     pub const BYE: u8 = 22;
     /// Mid-transmission loss report.
     pub const LOSS_REPORT: u8 = 23;
+    /// Blocks a resuming client already holds of an item it will request.
+    pub const HAVE: u8 = 24;
     /// Server messages on the request connection.
     pub const WELCOME: u8 = 32;
     /// Part of the catalogue.

@@ -1,0 +1,44 @@
+//! `repocast keygen`: a new server identity key on disk, its public key
+//! printed (what clients give to `--trust`).
+
+use repocast_net::keys;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Options of `repocast keygen`.
+#[derive(clap::Args, Debug)]
+pub struct KeygenArgs {
+    /// Where to write the secret key (FILE.pub gets the public key);
+    /// never overwritten [~/.config/repocast/server.key].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+pub fn run(a: KeygenArgs) -> ExitCode {
+    let Some(path) = a
+        .out
+        .or_else(|| keys::config_dir().map(|d| d.join("server.key")))
+    else {
+        eprintln!("repocast keygen: no home folder: give --out FILE");
+        return ExitCode::from(2);
+    };
+    let written = keys::generate_identity().and_then(|id| {
+        keys::write_identity(&path, &id)?;
+        Ok(id)
+    });
+    match written {
+        Ok(id) => {
+            println!("{}", id.public());
+            eprintln!(
+                "repocast keygen: secret key in {}, public key in {}",
+                path.display(),
+                keys::public_path(&path).display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("repocast keygen: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! Keys and authentication of what travels on the multicast groups: the
+//! one home of the server's Ed25519 identity (request mode's TLS key and
+//! signer; push mode signs with the same key) and of the per-session key
+//! that tags every data packet.
+//!
+//! The request connection (TLS, bound to the identity in `repocast-net`)
+//! hands each client the server's [`SessionKey`] in its welcome. With it:
+//! - every data packet ends with a [`TAG_LEN`]-byte tag: the sender's
+//!   packet number (8 bytes, never repeated under one key: the nonce) and
+//!   a 12-byte AES-128-GMAC over all the packet's bytes before the tag
+//!   ([`seal_data`], [`check_data`]; AES-GCM with the packet as associated
+//!   data, hardware AES, several times cheaper per packet than a keyed
+//!   hash of 1.3 kB). A client drops a packet whose tag is missing or
+//!   wrong before its symbol reaches a decoder, so nobody without the key
+//!   can forge or corrupt a symbol;
+//! - every announcement datagram ends with a trailer ([`seal_announce`],
+//!   [`open_announce`]): the same keyed tag (cheap, checked first, so a
+//!   flood of forgeries costs one hash each) and an Ed25519 signature by
+//!   the identity, so even a client holding the session key cannot forge
+//!   what the server announces.
+//!
+//! Pure computation: keys come in from the driver (which draws them from
+//! the operating system), nothing here reads a clock or an RNG.
+
+use ed25519_dalek::{Signer, Verifier};
+use std::fmt;
+use std::str::FromStr;
+
+/// Bytes of a data packet's tag: packet number, then the truncated GMAC.
+pub const TAG_LEN: usize = 8 + MAC_LEN;
+/// Bytes of the GMAC kept in a data packet's tag (96 bits).
+pub const MAC_LEN: usize = 12;
+/// Bytes of the keyed BLAKE3 tag on announcements.
+pub const ANNOUNCE_TAG_LEN: usize = 16;
+/// Bytes of an Ed25519 signature.
+pub const SIGNATURE_LEN: usize = 64;
+/// Bytes an authenticated announcement adds: tag, then signature.
+pub const ANNOUNCE_TRAILER_LEN: usize = ANNOUNCE_TAG_LEN + SIGNATURE_LEN;
+/// How a public key is written for people (`--trust`, known-servers files).
+pub const PUBLIC_KEY_PREFIX: &str = "ed25519:";
+
+/// Why a key or an authenticated message was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// A key string is not `ed25519:` and 64 hex digits.
+    #[error("not a repocast public key (expected {PUBLIC_KEY_PREFIX} and 64 hex digits)")]
+    BadKeyText,
+    /// The 32 bytes are not a valid Ed25519 point.
+    #[error("not a valid Ed25519 public key")]
+    BadKey,
+    /// The message is too short to carry its tag or trailer.
+    #[error("missing authentication")]
+    Missing,
+    /// The keyed tag does not match.
+    #[error("bad authentication tag")]
+    BadTag,
+    /// The signature does not verify under the server's key.
+    #[error("bad signature")]
+    BadSignature,
+}
+
+/// The server's long-term identity: an Ed25519 signing key.
+#[derive(Clone)]
+pub struct Identity {
+    key: ed25519_dalek::SigningKey,
+}
+
+impl Identity {
+    /// The identity from its 32-byte secret seed.
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        Identity {
+            key: ed25519_dalek::SigningKey::from_bytes(&seed),
+        }
+    }
+
+    /// The secret seed (to store the key).
+    pub fn seed(&self) -> [u8; 32] {
+        self.key.to_bytes()
+    }
+
+    /// The public half.
+    pub fn public(&self) -> PublicKey {
+        PublicKey(self.key.verifying_key())
+    }
+
+    /// Signs `msg`.
+    pub fn sign(&self, msg: &[u8]) -> [u8; SIGNATURE_LEN] {
+        self.key.sign(msg).to_bytes()
+    }
+}
+
+impl fmt::Debug for Identity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Identity({})", self.public())
+    }
+}
+
+/// A server's public key: what clients pin.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PublicKey(ed25519_dalek::VerifyingKey);
+
+impl PublicKey {
+    /// The key from its 32 bytes.
+    pub fn from_bytes(bytes: &[u8; 32]) -> Result<Self, AuthError> {
+        ed25519_dalek::VerifyingKey::from_bytes(bytes)
+            .map(PublicKey)
+            .map_err(|_| AuthError::BadKey)
+    }
+
+    /// Its 32 bytes.
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    /// Whether `sig` is this key's signature of `msg`.
+    pub fn verify(&self, msg: &[u8], sig: &[u8; SIGNATURE_LEN]) -> Result<(), AuthError> {
+        let sig = ed25519_dalek::Signature::from_bytes(sig);
+        self.0
+            .verify(msg, &sig)
+            .map_err(|_| AuthError::BadSignature)
+    }
+}
+
+impl fmt::Display for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(PUBLIC_KEY_PREFIX)?;
+        for b in self.to_bytes() {
+            write!(f, "{b:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl FromStr for PublicKey {
+    type Err = AuthError;
+
+    fn from_str(s: &str) -> Result<Self, AuthError> {
+        let hex = s
+            .trim()
+            .strip_prefix(PUBLIC_KEY_PREFIX)
+            .ok_or(AuthError::BadKeyText)?;
+        PublicKey::from_bytes(&parse_hex32(hex).ok_or(AuthError::BadKeyText)?)
+    }
+}
+
+/// 64 hex digits as 32 bytes.
+pub fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
+    let hex = hex.as_bytes();
+    if hex.len() != 64 {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, pair) in hex.chunks_exact(2).enumerate() {
+        let s = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(s, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The per-session key that tags data packets and announcements.
+#[derive(Clone)]
+pub struct SessionKey {
+    bytes: [u8; 32],
+    /// AES-128-GCM under the first half of the key (data packets).
+    gmac: ring::aead::LessSafeKey,
+}
+
+impl PartialEq for SessionKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for SessionKey {}
+
+impl SessionKey {
+    /// The key from its bytes (the driver draws them from the OS).
+    pub fn from_bytes(bytes: [u8; 32]) -> Self {
+        // 16 bytes are always a valid AES-128 key.
+        let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &bytes[..16])
+            .unwrap_or_else(|_| unreachable!("a 16-byte AES-128 key"));
+        SessionKey {
+            bytes,
+            gmac: ring::aead::LessSafeKey::new(unbound),
+        }
+    }
+
+    /// Its bytes (to hand to a client over the request connection).
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.bytes
+    }
+
+    /// Keyed BLAKE3 (under the whole key) of an announcement.
+    fn tag(&self, msg: &[u8]) -> [u8; ANNOUNCE_TAG_LEN] {
+        let h = blake3::keyed_hash(&self.bytes, msg);
+        let mut t = [0u8; ANNOUNCE_TAG_LEN];
+        t.copy_from_slice(&h.as_bytes()[..ANNOUNCE_TAG_LEN]);
+        t
+    }
+
+    fn check(&self, msg: &[u8], tag: &[u8]) -> Result<(), AuthError> {
+        if tag.len() != ANNOUNCE_TAG_LEN {
+            return Err(AuthError::Missing);
+        }
+        ct_eq(&self.tag(msg), tag)
+    }
+
+    /// GMAC of `msg` under packet number `number` (the nonce).
+    fn gmac(&self, number: u64, msg: &[u8]) -> Option<[u8; MAC_LEN]> {
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&number.to_be_bytes());
+        let tag = self
+            .gmac
+            .seal_in_place_separate_tag(
+                ring::aead::Nonce::assume_unique_for_key(nonce),
+                ring::aead::Aad::from(msg),
+                &mut [],
+            )
+            .ok()?;
+        let mut t = [0u8; MAC_LEN];
+        t.copy_from_slice(&tag.as_ref()[..MAC_LEN]);
+        Some(t)
+    }
+}
+
+/// Equal without an early exit on the first differing byte.
+fn ct_eq(want: &[u8], got: &[u8]) -> Result<(), AuthError> {
+    let diff = want.iter().zip(got).fold(0u8, |d, (a, b)| d | (a ^ b));
+    if diff == 0 && want.len() == got.len() {
+        Ok(())
+    } else {
+        Err(AuthError::BadTag)
+    }
+}
+
+impl fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SessionKey(..)")
+    }
+}
+
+/// Writes the tag of a data packet emitted with a zeroed [`TAG_LEN`]-byte
+/// tag (its last bytes): `number` (the sender's packet count, which must
+/// never repeat under one key), then the GMAC over everything before it.
+pub fn seal_data(key: &SessionKey, number: u64, packet: &mut [u8]) {
+    let Some(split) = packet.len().checked_sub(TAG_LEN) else {
+        return;
+    };
+    let (body, tag) = packet.split_at_mut(split);
+    tag[..8].copy_from_slice(&number.to_be_bytes());
+    if let Some(mac) = key.gmac(number, body) {
+        tag[8..].copy_from_slice(&mac);
+    }
+}
+
+/// Checks a data packet's tag: its last [`TAG_LEN`] bytes over the rest.
+/// The caller has parsed the packet and seen a tag of [`TAG_LEN`] bytes.
+pub fn check_data(key: &SessionKey, packet: &[u8]) -> Result<(), AuthError> {
+    let split = packet
+        .len()
+        .checked_sub(TAG_LEN)
+        .ok_or(AuthError::Missing)?;
+    let (body, tag) = packet.split_at(split);
+    let mut n = [0u8; 8];
+    n.copy_from_slice(&tag[..8]);
+    let mac = key
+        .gmac(u64::from_be_bytes(n), body)
+        .ok_or(AuthError::BadTag)?;
+    ct_eq(&mac, &tag[8..])
+}
+
+/// Appends an announcement's trailer: the keyed tag over the announcement,
+/// then the identity's signature over the announcement and the tag.
+pub fn seal_announce(key: &SessionKey, identity: &Identity, buf: &mut Vec<u8>) {
+    let t = key.tag(buf);
+    buf.extend_from_slice(&t);
+    let sig = identity.sign(buf);
+    buf.extend_from_slice(&sig);
+}
+
+/// The trailer without a signer: the keyed tag and a zero signature
+/// (accepted only by clients that pin no key).
+pub fn seal_announce_unsigned(key: &SessionKey, buf: &mut Vec<u8>) {
+    let t = key.tag(buf);
+    buf.extend_from_slice(&t);
+    buf.extend_from_slice(&[0; SIGNATURE_LEN]);
+}
+
+/// Checks an authenticated announcement and gives the announcement's own
+/// bytes (without the trailer). The tag is checked first; the signature
+/// only when `signer` is known.
+pub fn open_announce<'a>(
+    key: &SessionKey,
+    signer: Option<&PublicKey>,
+    datagram: &'a [u8],
+) -> Result<&'a [u8], AuthError> {
+    let body_len = datagram
+        .len()
+        .checked_sub(ANNOUNCE_TRAILER_LEN)
+        .ok_or(AuthError::Missing)?;
+    let (signed, sig) = datagram.split_at(body_len + ANNOUNCE_TAG_LEN);
+    let (body, tag) = signed.split_at(body_len);
+    key.check(body, tag)?;
+    if let Some(pk) = signer {
+        let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
+        pk.verify(signed, sig)?;
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys() -> (SessionKey, Identity) {
+        (
+            SessionKey::from_bytes([7; 32]),
+            Identity::from_seed([9; 32]),
+        )
+    }
+
+    #[test]
+    fn data_tag_accepts_the_sealed_packet_and_nothing_altered() {
+        let (k, _) = keys();
+        let mut p = b"header and symbol bytes".to_vec();
+        p.extend_from_slice(&[0; TAG_LEN]);
+        seal_data(&k, 41, &mut p);
+        assert_eq!(check_data(&k, &p), Ok(()));
+        // The same bytes under another packet number: another tag.
+        let mut q = b"header and symbol bytes".to_vec();
+        q.extend_from_slice(&[0; TAG_LEN]);
+        seal_data(&k, 42, &mut q);
+        assert_ne!(p[p.len() - MAC_LEN..], q[q.len() - MAC_LEN..]);
+        for i in 0..p.len() {
+            let mut q = p.clone();
+            q[i] ^= 1;
+            assert_eq!(check_data(&k, &q), Err(AuthError::BadTag), "byte {i}");
+        }
+        let other = SessionKey::from_bytes([8; 32]);
+        assert_eq!(check_data(&other, &p), Err(AuthError::BadTag));
+        assert_eq!(check_data(&k, &p[..3]), Err(AuthError::Missing));
+    }
+
+    #[test]
+    fn announce_trailer_checks_tag_and_signature() {
+        let (k, id) = keys();
+        let mut a = b"announcement".to_vec();
+        seal_announce(&k, &id, &mut a);
+        assert_eq!(a.len(), 12 + ANNOUNCE_TRAILER_LEN);
+        let pk = id.public();
+        assert_eq!(open_announce(&k, Some(&pk), &a), Ok(&b"announcement"[..]));
+        // A holder of the session key re-tags a changed announcement: the
+        // tag passes, the signature does not.
+        let mut forged = b"announcemenT".to_vec();
+        let t = k.tag(&forged);
+        forged.extend_from_slice(&t);
+        forged.extend_from_slice(&a[a.len() - SIGNATURE_LEN..]);
+        assert_eq!(open_announce(&k, None, &forged), Ok(&b"announcemenT"[..]));
+        assert_eq!(
+            open_announce(&k, Some(&pk), &forged),
+            Err(AuthError::BadSignature)
+        );
+        let stranger = Identity::from_seed([1; 32]).public();
+        assert_eq!(
+            open_announce(&k, Some(&stranger), &a),
+            Err(AuthError::BadSignature)
+        );
+        assert_eq!(
+            open_announce(&SessionKey::from_bytes([0; 32]), Some(&pk), &a),
+            Err(AuthError::BadTag)
+        );
+        assert_eq!(
+            open_announce(&k, Some(&pk), &a[..40]),
+            Err(AuthError::Missing)
+        );
+    }
+
+    #[test]
+    fn public_keys_round_trip_as_text() {
+        let pk = Identity::from_seed([3; 32]).public();
+        let s = pk.to_string();
+        assert!(s.starts_with(PUBLIC_KEY_PREFIX) && s.len() == 8 + 64);
+        assert_eq!(s.parse::<PublicKey>(), Ok(pk));
+        assert_eq!(format!(" {s}\n").parse::<PublicKey>(), Ok(pk));
+        assert_eq!(
+            "ed25519:zz".parse::<PublicKey>(),
+            Err(AuthError::BadKeyText)
+        );
+        assert_eq!(s[8..].parse::<PublicKey>(), Err(AuthError::BadKeyText));
+        let bad_hex = format!("{PUBLIC_KEY_PREFIX}{}", "g".repeat(64));
+        assert_eq!(bad_hex.parse::<PublicKey>(), Err(AuthError::BadKeyText));
+    }
+}

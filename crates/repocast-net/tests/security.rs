@@ -1,0 +1,216 @@
+//! Issue 13's probes on real sockets (loopback): keys and pinning, the
+//! allow-list, a hostile served folder (a file changed while served, a
+//! FIFO swapped in, an unreadable file), a server that never answers, and
+//! the client's own folder (an existing different file, two `get`s at
+//! once). Each ends in a clear outcome, never a hang.
+
+mod common;
+
+use common::*;
+use repocast_core::auth::Identity;
+use repocast_net::NetError;
+use repocast_net::client;
+use repocast_net::server;
+use repocast_net::tls::Trust;
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_presenting_another_key_is_refused_and_the_first_key_is_recorded() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 3_000)], 1);
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    // Pinned to a key the server does not have.
+    let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 1);
+    let stranger = Identity::from_seed([3; 32]).public();
+    g.trust = Trust::Key(stranger);
+    match client::get(g, None).await {
+        Err(NetError::KeyChanged(m)) => {
+            assert_eq!((m.expected, m.got), (stranger, srv.key));
+        }
+        other => panic!("expected a refused key, got {other:?}"),
+    }
+    assert!(!out.path().join("f").exists());
+    // Trust on first use: recorded, then used.
+    let known = out.path().join("known_servers");
+    let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 2);
+    g.trust = Trust::KnownServers(known.clone());
+    assert!(client::get(g, None).await.expect("first use").all_ok());
+    let text = std::fs::read_to_string(&known).expect("recorded");
+    assert!(text.contains(&srv.key.to_string()), "{text}");
+    // The same address with another key on record: refused.
+    std::fs::write(&known, format!("{} {stranger}\n", srv.request_addr)).expect("write");
+    let err = client::list(srv.request_addr, &Trust::KnownServers(known))
+        .await
+        .expect_err("changed key");
+    assert!(err.to_string().contains("refusing to connect"), "{err}");
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peers_outside_the_allow_list_are_closed_at_once() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 3_000)], 1);
+    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
+    o.allow = vec!["10.0.0.0/8".parse().expect("cidr")];
+    let srv = server::start(o).await.expect("serve");
+    let t = std::time::Instant::now();
+    let err = client::list(srv.request_addr, &Trust::Key(srv.key))
+        .await
+        .expect_err("refused");
+    assert!(t.elapsed() < Duration::from_secs(5), "{err}");
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_fails_the_client_within_the_handshake_timeout() {
+    // Accepts TCP, reads nothing, says nothing.
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = l.local_addr().expect("addr");
+    let hold = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((s, _)) = l.accept().await {
+            held.push(s);
+        }
+    });
+    let t = std::time::Instant::now();
+    let key = Identity::from_seed([1; 32]).public();
+    let err = client::list(addr, &Trust::Key(key))
+        .await
+        .expect_err("no answer");
+    assert!(matches!(err, NetError::Handshake(_)), "{err}");
+    assert!(t.elapsed() < repocast_net::tls::HANDSHAKE_TIMEOUT + Duration::from_secs(3));
+    hold.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_changed_while_it_is_served_fails_with_a_reason() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("big", 8_000_000)], 2);
+    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
+    o.rate_bps = 20_000_000; // about 3 s
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let job = tokio::spawn(client::get(
+        get_opts(&srv, out.path(), &["big"], 0.0, 1),
+        Some(tx),
+    ));
+    wait_for_bytes(&mut rx).await;
+    // Rewritten in place, same size.
+    write_repo(repo.path(), &[("big", 8_000_000)], 3);
+    let rep = tokio::time::timeout(Duration::from_secs(60), job)
+        .await
+        .expect("ends")
+        .expect("join")
+        .expect("get");
+    let reason = rep.items[0].result.clone().expect_err("failed");
+    assert!(reason.contains("changed"), "{reason}");
+    assert!(!out.path().join("big").exists());
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_swapped_in_for_a_file_blocks_nothing() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("fifo", 100_000), ("ok", 100_000)], 4);
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serve");
+    let p = repo.path().join("fifo");
+    std::fs::remove_file(&p).expect("rm");
+    let c = std::ffi::CString::new(p.to_str().expect("utf8")).expect("cstr");
+    // SAFETY: mkfifo with a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = tokio::time::timeout(
+        Duration::from_secs(30),
+        client::get(get_opts(&srv, out.path(), &["fifo", "ok"], 0.0, 1), None),
+    )
+    .await
+    .expect("no hang")
+    .expect("get");
+    let by = |n: &str| rep.items.iter().find(|o| o.name == n).expect("outcome");
+    assert!(by("fifo").result.is_err(), "{:?}", rep.items);
+    assert_eq!(by("ok").result, Ok(()));
+    assert!(same(&repo.path().join("ok"), &out.path().join("ok")));
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_file_is_skipped_and_the_rest_served() {
+    // Root reads any file whatever its mode: the probe needs another user.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        eprintln!("skipped: as root every file is readable");
+        return;
+    }
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("locked", 1_000), ("ok", 1_000)], 5);
+    use std::os::unix::fs::PermissionsExt;
+    let locked = repo.path().join("locked");
+    std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serves despite the unreadable file");
+    let cat = client::list(srv.request_addr, &Trust::Key(srv.key))
+        .await
+        .expect("ls");
+    assert_eq!(
+        cat.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
+        ["ok"]
+    );
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_existing_different_file_is_replaced_only_with_overwrite() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 50_000)], 6);
+    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    std::fs::write(out.path().join("f"), b"precious").expect("write");
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
+        .await
+        .expect("get");
+    let reason = rep.items[0].result.clone().expect_err("refused");
+    assert!(reason.contains("--overwrite"), "{reason}");
+    assert_eq!(
+        std::fs::read(out.path().join("f")).expect("read"),
+        b"precious"
+    );
+    let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 2);
+    g.overwrite = true;
+    assert!(client::get(g, None).await.expect("get").all_ok());
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_gets_into_one_folder_at_once_both_verify() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 3_000_000)], 7);
+    let srv = server::start(serve_opts(repo.path(), "FEC(0.05)+R(inf)"))
+        .await
+        .expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let a = tokio::spawn(client::get(
+        get_opts(&srv, out.path(), &["f"], 0.05, 1),
+        None,
+    ));
+    let b = tokio::spawn(client::get(
+        get_opts(&srv, out.path(), &["f"], 0.1, 2),
+        None,
+    ));
+    let (a, b) = (a.await.expect("a"), b.await.expect("b"));
+    let (a, b) = (a.expect("get a"), b.expect("get b"));
+    assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}

@@ -1,0 +1,235 @@
+//! Issue 13's multicast probes as deterministic tests, through the
+//! shipped endpoints (`Profile::Lan`: session key, signed announcements,
+//! pinned server key) on the virtual LAN, with an attacker putting
+//! datagrams built from the project's own wire types on the groups:
+//! - probe 1: forged announcements and data of the real session and item
+//!   with higher transmission ids;
+//! - probe 3: forged symbols with real headers and random payloads, at ten
+//!   times the server's own packet rate;
+//! - an authorised client (it holds the session key) forging
+//!   announcements: the tag passes, the signature does not.
+//!
+//! In each, every receiver still verifies everything, within 1.2x of the
+//! time the same run takes without the attacker, and counts the forgeries.
+//! Replay a seed with `REPOCAST_SEED=<n>`.
+
+use repocast_core::auth::{self, SessionKey};
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::client::Want;
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
+use repocast_core::wire::{AnnounceKind, AnnounceRepr, DataRepr};
+use repocast_core::{BlockId, Instant, ItemId, SessionId, TransmissionId};
+use repocast_sim::lan::{LanClient, VirtualLan};
+use std::time::Duration;
+
+const SESSION: SessionId = SessionId(0x5e55);
+/// The key an authorised client would hold (the test sets it).
+const INSIDER_KEY: [u8; 32] = [0x42; 32];
+const RATE: u64 = 20_000_000;
+
+fn seed() -> u64 {
+    std::env::var("REPOCAST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11)
+}
+
+fn items(seed: u64) -> Vec<(String, Vec<u8>)> {
+    let mut r = Rng::new(seed);
+    [300_000usize, 1_000_000, 70_000]
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let bytes = (0..n).map(|_| r.next_u64() as u8).collect();
+            (format!("item{i}.bin"), bytes)
+        })
+        .collect()
+}
+
+fn lan(seed: u64, data: &[(String, Vec<u8>)]) -> VirtualLan {
+    let mut h = VirtualLan::new(
+        Profile::Lan,
+        |c| {
+            c.seed = seed;
+            c.session = SESSION;
+            c.max_block_symbols = 64;
+            c.session_key = Some(SessionKey::from_bytes(INSIDER_KEY));
+            c.set_rate(RATE, false).expect("rate");
+        },
+        data.to_vec(),
+        LossSpec::NONE,
+    )
+    .expect("server");
+    for (k, loss) in [0.02, 0.1, 0.3].into_iter().enumerate() {
+        let want = (0..data.len())
+            .filter(|i| (i + k) % 3 != 2)
+            .map(|i| data[i].0.clone())
+            .collect();
+        h.add_client(LanClient {
+            want: Want::Items(want),
+            loss: LossSpec::Bernoulli { p: loss },
+            join_at: Instant::from_micros(k as u64 * 3_000),
+            crash_at: None,
+        });
+    }
+    h
+}
+
+/// Runs to the end; every outcome verified and equal to its source.
+/// Returns the slowest receiver's delay and the forgeries counted.
+fn finish(mut h: VirtualLan, data: &[(String, Vec<u8>)], what: &str) -> (Duration, u64) {
+    assert!(
+        h.run(Instant::from_micros(300_000_000)),
+        "{what}: unfinished"
+    );
+    let mut slowest = Duration::ZERO;
+    let mut forged = 0;
+    for (i, r) in h.reports().iter().enumerate() {
+        assert!(!r.outcomes.is_empty(), "{what}: client {i}");
+        for o in &r.outcomes {
+            assert_eq!(o.result, Ok(()), "{what}: client {i}: {}", o.name);
+            let src = data.iter().find(|d| d.0 == o.name).expect("name");
+            assert_eq!(r.files.get(&o.name), Some(&src.1), "{what}: {}", o.name);
+        }
+        assert_eq!(
+            r.client.corrupt_blocks, 0,
+            "{what}: a forged symbol was decoded"
+        );
+        slowest = slowest.max(r.delay.expect("finished"));
+        forged += r.stats.forged;
+    }
+    (slowest, forged)
+}
+
+fn announce(item: u32, transmission: u32, kind: AnnounceKind) -> Vec<u8> {
+    let mut b = Vec::new();
+    AnnounceRepr {
+        session: SESSION,
+        transmission: TransmissionId(transmission),
+        item: ItemId(item),
+        kind,
+        first_block: 0,
+        block_count: 1_000,
+        total_packets: 1_000_000,
+        duration_us: 80_000_000_000,
+        nak_window_min_us: 1_000,
+        nak_window_max_us: 2_000,
+    }
+    .emit(&mut b);
+    b
+}
+
+fn data_packet(rng: &mut Rng, item: u32, transmission: u32, tag: Vec<u8>) -> Vec<u8> {
+    let mut b = Vec::new();
+    DataRepr {
+        session: SESSION,
+        transmission: TransmissionId(transmission),
+        item: ItemId(item),
+        block: BlockId(rng.next_u64() as u32 % 16),
+        symbol: rng.next_u64() as u32 % 100,
+        seq: 0,
+        probe: None,
+        payload: (0..1280).map(|_| rng.next_u64() as u8).collect(),
+        tag,
+    }
+    .emit(&mut b);
+    b
+}
+
+#[test]
+fn forged_announcements_and_data_with_higher_transmission_ids_are_ignored() {
+    let s = seed();
+    let data = items(s);
+    let (clean, none) = finish(lan(s, &data), &data, "clean");
+    assert_eq!(none, 0);
+    let mut h = lan(s, &data);
+    let mut rng = Rng::new(s ^ 0xbad);
+    // Every 20 ms, for every item: a start, a repair and an end of a far
+    // later transmission, untagged, tagged with a guessed key, and with a
+    // trailer of the right length but junk; and data of it.
+    let stranger = SessionKey::from_bytes([7; 32]);
+    for step in 0..200u64 {
+        let at = Instant::from_micros(step * 20_000);
+        for item in 0..data.len() as u32 {
+            for kind in [AnnounceKind::First, AnnounceKind::Repair, AnnounceKind::End] {
+                let plain = announce(item, 1_000 + step as u32, kind);
+                let mut guessed = plain.clone();
+                auth::seal_announce_unsigned(&stranger, &mut guessed);
+                let mut junk = plain.clone();
+                junk.extend((0..auth::ANNOUNCE_TRAILER_LEN).map(|_| rng.next_u64() as u8));
+                for b in [plain, guessed, junk] {
+                    h.inject(at, Channel::Announce, b);
+                }
+            }
+            let p = data_packet(&mut rng, item, 1_000 + step as u32, vec![]);
+            h.inject(at, Channel::Data, p);
+        }
+    }
+    let (attacked, forged) = finish(h, &data, "forged announcements");
+    assert!(forged > 1_000, "forgeries counted: {forged}");
+    assert!(
+        attacked.as_secs_f64() <= clean.as_secs_f64() * 1.2,
+        "{attacked:?} against {clean:?} without the attacker"
+    );
+}
+
+#[test]
+fn a_flood_of_forged_symbols_at_ten_times_the_server_rate_changes_nothing() {
+    let s = seed();
+    let data = items(s);
+    let (clean, _) = finish(lan(s, &data), &data, "clean");
+    let mut h = lan(s, &data);
+    let mut rng = Rng::new(s ^ 0xf100d);
+    // The server sends 1,356-byte packets at 20 Mbit/s: about 1,840 a
+    // second. The flood: ten times that, real headers (this session, the
+    // first transmission ids, every item), random symbols, tags made with
+    // a guessed key, until twice the clean run's time.
+    let packets_per_s = RATE as f64 / ((1280 + 31 + 17 + 28) * 8) as f64;
+    let every = Duration::from_secs_f64(1.0 / (10.0 * packets_per_s));
+    let guessed = SessionKey::from_bytes([9; 32]);
+    let mut at = Instant::ZERO;
+    let end = Instant::ZERO + clean * 2;
+    let mut n = 0u64;
+    while at < end {
+        let item = (n % data.len() as u64) as u32;
+        let mut p = data_packet(&mut rng, item, 1 + (n % 4) as u32, vec![0; auth::TAG_LEN]);
+        auth::seal_data(&guessed, n, &mut p);
+        h.inject(at, Channel::Data, p);
+        at = at + every;
+        n += 1;
+    }
+    let (attacked, forged) = finish(h, &data, "flood");
+    assert!(forged > n / 4, "forged {forged} of {n} injected");
+    assert!(
+        attacked.as_secs_f64() <= clean.as_secs_f64() * 1.2,
+        "{attacked:?} against {clean:?} without the flood"
+    );
+}
+
+#[test]
+fn an_authorised_client_cannot_forge_announcements() {
+    let s = seed();
+    let data = items(s);
+    let (clean, _) = finish(lan(s, &data), &data, "clean");
+    let mut h = lan(s, &data);
+    let insider = SessionKey::from_bytes(INSIDER_KEY);
+    let mut forged_sent = 0;
+    for step in 0..100u64 {
+        let at = Instant::from_micros(step * 30_000);
+        for item in 0..data.len() as u32 {
+            // A valid tag (the insider has the key) and a made-up signature.
+            let mut b = announce(item, 2_000 + step as u32, AnnounceKind::First);
+            auth::seal_announce_unsigned(&insider, &mut b);
+            h.inject(at, Channel::Announce, b);
+            forged_sent += 1;
+        }
+    }
+    let (attacked, forged) = finish(h, &data, "insider");
+    assert!(forged > 0 && forged <= forged_sent * 3, "{forged}");
+    assert!(
+        attacked.as_secs_f64() <= clean.as_secs_f64() * 1.2,
+        "{attacked:?} against {clean:?}"
+    );
+}
