@@ -111,7 +111,7 @@ impl Profile {
                 Profile::Study => 1,
             },
             max_connections: 4096,
-            max_buffered_bytes: 256 << 20,
+            max_buffered_bytes: 64 << 20,
             max_queued_frames: 4096,
         }
     }

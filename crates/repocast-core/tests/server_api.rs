@@ -273,3 +273,38 @@ fn a_nak_cannot_ask_for_more_than_the_block_holds() {
     s.handle_client_msg(Instant::from_millis(100), c, nak(1, 1, 10));
     assert_eq!((s.stats().bad_requests, s.stats().naks), (1, 1));
 }
+
+/// Probe 5's looping peer: the endpoint closes a connection that repeats
+/// hello, catalogue or request messages past `MAX_ONE_OFF`, and counts it.
+#[test]
+fn a_peer_repeating_one_off_messages_is_closed() {
+    use repocast_core::endpoint::server::ServerEndpoint;
+    use repocast_core::endpoint::{CloseReason, MAX_ONE_OFF};
+    use repocast_core::profile::Profile;
+    use repocast_core::wire::frame::encode_frame;
+    let info = ItemInfo {
+        name: "a".into(),
+        size: 0,
+        hash: [0; 32],
+        block_hashes: vec![],
+    };
+    let mut ep =
+        ServerEndpoint::new(Profile::Lan.server(), Profile::Lan.limits(), vec![info]).expect("ep");
+    let now = Instant::ZERO;
+    let c = ep.accept(now).expect("accepted");
+    let mut body = Vec::new();
+    ClientMsg::ListCatalogue.emit(&mut body);
+    let mut frame = Vec::new();
+    encode_frame(&body, &mut frame);
+    for _ in 0..MAX_ONE_OFF {
+        ep.handle_stream(now, c, &frame);
+    }
+    assert_eq!(ep.poll_close(), None, "a few catalogue requests are fine");
+    ep.handle_stream(now, c, &frame);
+    assert!(matches!(
+        ep.poll_close(),
+        Some((id, CloseReason::Repeated(_))) if id == c
+    ));
+    assert_eq!(ep.stats().closed_repeating, 1);
+    assert_eq!(ep.connections(), 0);
+}

@@ -29,6 +29,7 @@ use repocast_core::wire::control::Channels;
 use repocast_core::{ClientId, SessionId};
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -77,7 +78,18 @@ enum ConnEvent {
 struct ConnTasks {
     out: mpsc::Sender<Vec<u8>>,
     reader: tokio::task::AbortHandle,
+    /// Bytes queued for its writer and not yet written.
+    queued: Arc<AtomicUsize>,
 }
+
+/// Bytes of frames queued for one connection's writer before the peer
+/// counts as not reading.
+const MAX_QUEUED_CONN: usize = 32 << 20;
+/// Bytes of frames queued across all connections; past it the connection
+/// holding the most is closed as not reading.
+const MAX_QUEUED_TOTAL: usize = 64 << 20;
+/// Bytes a connection's reader takes from the socket at a time.
+const READ_CHUNK: usize = 16 << 10;
 
 /// Scans the repository, binds every socket and starts serving.
 pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
@@ -177,6 +189,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         start: std::time::Instant::now(),
         tls,
         allow: opts.allow.clone(),
+        queued: Arc::new(AtomicUsize::new(0)),
     };
     let task = tokio::spawn(pump.run(listener, rx));
     Ok(ServerHandle {
@@ -205,6 +218,8 @@ struct Pump {
     start: std::time::Instant,
     tls: Arc<rustls::ServerConfig>,
     allow: Vec<crate::addr::Cidr>,
+    /// Bytes queued for all connections' writers.
+    queued: Arc<AtomicUsize>,
 }
 
 impl Pump {
@@ -234,7 +249,7 @@ impl Pump {
                     match ev {
                         ConnEvent::Bytes(c, b) => self.endpoint.handle_stream(now, c, &b),
                         ConnEvent::Closed(c) => {
-                            self.conns.remove(&c);
+                            self.forget(c);
                             self.endpoint.handle_close(now, c);
                         }
                     }
@@ -266,6 +281,8 @@ impl Pump {
         let (out_tx, mut out_rx) =
             mpsc::channel::<Vec<u8>>(self.endpoint.limits().max_queued_frames);
         let cfg = self.tls.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (mine, total) = (queued.clone(), self.queued.clone());
         let reader = tokio::spawn(async move {
             let stream = match tls::accept(cfg, sock).await {
                 Ok(s) => s,
@@ -281,10 +298,19 @@ impl Pump {
                     if wr.write_all(&frame).await.is_err() {
                         break;
                     }
+                    // Written: no longer held (saturating: a closed
+                    // connection's count was already taken off).
+                    let n = frame.len();
+                    let _ = mine.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
+                        Some(x.saturating_sub(n))
+                    });
+                    let _ = total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
+                        Some(x.saturating_sub(n))
+                    });
                 }
                 let _ = wr.shutdown().await;
             });
-            let mut buf = vec![0u8; 64 << 10];
+            let mut buf = vec![0u8; READ_CHUNK];
             loop {
                 match rd.read(&mut buf).await {
                     Ok(0) | Err(_) => break,
@@ -307,6 +333,7 @@ impl Pump {
             ConnTasks {
                 out: out_tx,
                 reader,
+                queued,
             },
         );
     }
@@ -320,25 +347,53 @@ impl Pump {
             match dest {
                 Dest::Data => send_datagram(&self.data, buf, self.data_group).await,
                 Dest::Announce => send_datagram(&self.announce, buf, self.announce_group).await,
-                Dest::Conn(c) => {
-                    let full = self
-                        .conns
-                        .get(&c)
-                        .is_some_and(|t| t.out.try_send(buf.clone()).is_err());
-                    if full {
-                        self.endpoint.handle_backlog(now, c);
-                    }
-                }
+                Dest::Conn(c) => self.queue_frame(now, c, buf),
             }
         }
         while let Some((c, why)) = self.endpoint.poll_close() {
             tracing::debug!("client {c}: closing: {why}");
-            if let Some(t) = self.conns.remove(&c) {
-                t.reader.abort();
-            }
+            self.forget(c);
         }
         while let Some(ev) = self.endpoint.poll_event() {
             tracing::debug!("{ev:?}");
+        }
+    }
+
+    /// Queues a frame for connection `c`'s writer, within the per
+    /// connection and total byte bounds (a peer that does not read is
+    /// closed, the one holding the most first).
+    fn queue_frame(&mut self, now: repocast_core::Instant, c: ClientId, frame: &[u8]) {
+        let Some(t) = self.conns.get(&c) else {
+            return;
+        };
+        let len = frame.len();
+        let mine = t.queued.load(Ordering::Relaxed);
+        let mut victim = None;
+        if mine + len > MAX_QUEUED_CONN || t.out.try_send(frame.to_vec()).is_err() {
+            victim = Some(c);
+        } else {
+            t.queued.fetch_add(len, Ordering::Relaxed);
+            if self.queued.fetch_add(len, Ordering::Relaxed) + len > MAX_QUEUED_TOTAL {
+                victim = (self.conns.iter())
+                    .max_by_key(|(_, t)| t.queued.load(Ordering::Relaxed))
+                    .map(|(id, _)| *id);
+            }
+        }
+        if let Some(v) = victim {
+            self.endpoint.handle_backlog(now, v);
+        }
+    }
+
+    /// Drops a connection's tasks; what was queued for it no longer counts.
+    fn forget(&mut self, c: ClientId) {
+        if let Some(t) = self.conns.remove(&c) {
+            t.reader.abort();
+            let q = t.queued.swap(0, Ordering::Relaxed);
+            let _ = self
+                .queued
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
+                    Some(x.saturating_sub(q))
+                });
         }
     }
 

@@ -40,6 +40,11 @@ pub enum Channel {
     Announce,
 }
 
+/// Most hello, catalogue and request messages one connection may send
+/// (a `get` sends one of each; a client that loops on them only makes
+/// the server work).
+pub const MAX_ONE_OFF: u32 = 16;
+
 /// Why the server endpoint closes (or refuses) a connection.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CloseReason {
@@ -55,6 +60,9 @@ pub enum CloseReason {
     /// Its byte stream is not framed messages.
     #[error("protocol: {0}")]
     Protocol(crate::wire::WireError),
+    /// It sent more of a one-off message than any client needs.
+    #[error("too many {0} messages")]
+    Repeated(&'static str),
 }
 
 /// Counters of the server endpoint (the state machine keeps its own).
@@ -68,4 +76,7 @@ pub struct EndpointStats {
     pub closed_over_memory: u64,
     /// Connections closed for not reading.
     pub closed_not_reading: u64,
+    /// Connections closed for repeating one-off messages (hello, catalogue,
+    /// request) past [`MAX_ONE_OFF`].
+    pub closed_repeating: u64,
 }

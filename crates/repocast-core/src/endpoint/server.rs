@@ -16,7 +16,7 @@
 //! and announcement, and signs announcements with its [`Identity`]
 //! (`crate::auth`).
 
-use super::{CloseReason, Dest, EndpointStats};
+use super::{CloseReason, Dest, EndpointStats, MAX_ONE_OFF};
 use crate::auth::{self, Identity, SessionKey};
 use crate::hash::FastMap;
 use crate::profile::EndpointLimits;
@@ -32,6 +32,8 @@ use std::collections::VecDeque;
 #[derive(Default)]
 struct Conn {
     frames: FrameDecoder,
+    /// Hello, catalogue and request messages so far.
+    one_offs: u32,
 }
 
 /// The server side of repocast as bytes in, bytes out.
@@ -129,11 +131,24 @@ impl ServerEndpoint {
         let fatal = loop {
             match c.frames.next_frame() {
                 Ok(Some(f)) => match ClientMsg::parse(&f) {
-                    Ok(m) => msgs.push(m),
+                    Ok(m) => {
+                        if matches!(
+                            m,
+                            ClientMsg::Hello { .. }
+                                | ClientMsg::ListCatalogue
+                                | ClientMsg::Request { .. }
+                        ) {
+                            c.one_offs += 1;
+                            if c.one_offs > MAX_ONE_OFF {
+                                break Some(Err("hello, catalogue or request"));
+                            }
+                        }
+                        msgs.push(m)
+                    }
                     Err(_) => self.stats.malformed_frames += 1,
                 },
                 Ok(None) => break None,
-                Err(e) => break Some(e),
+                Err(e) => break Some(Ok(e)),
             }
         };
         let after = c.frames.buffered();
@@ -141,9 +156,16 @@ impl ServerEndpoint {
         for m in msgs {
             self.server.handle_client_msg(now, conn, m);
         }
-        if let Some(e) = fatal {
-            self.stats.malformed_frames += 1;
-            self.close(now, conn, CloseReason::Protocol(e));
+        match fatal {
+            Some(Ok(e)) => {
+                self.stats.malformed_frames += 1;
+                self.close(now, conn, CloseReason::Protocol(e));
+            }
+            Some(Err(what)) => {
+                self.stats.closed_repeating += 1;
+                self.close(now, conn, CloseReason::Repeated(what));
+            }
+            None => {}
         }
     }
 
