@@ -28,7 +28,8 @@ over the runs; OUT/delays.svg charts the delay distribution (CDF) per
 system, all runs pooled.
 
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
-        [--seed 1] [--duration 30] [--runs 1] [--systems repocast,http,uftp]
+        [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
+        [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
         [--out results/requests]
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
@@ -52,9 +53,9 @@ def lab(name, *args, **kw):
     return ["bash", LAB, "--name", name, *args]
 
 
-def plan(bin_dir, seed, loss, hosts, rate, duration):
+def plan(bin_dir, seed, loss, hosts, rate, duration, shape):
     out = sh(os.path.join(bin_dir, "examples", "requests"), "plan", str(seed), loss,
-             str(hosts), str(rate), str(duration)).stdout
+             str(hosts), str(rate), str(duration), *shape).stdout
     files, requests, fluid = {}, [], {}
     for line in out.splitlines():
         f = line.split("\t")
@@ -274,6 +275,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
     ap.add_argument("--runs", type=int, default=1, help="runs per system; the table gives medians")
+    ap.add_argument("--gap", type=float, default=1.0, help="mean seconds between one host's requests")
+    ap.add_argument("--files", type=int, default=40, help="files in the repository")
+    ap.add_argument("--sizes", default="262144-8388608", help="file sizes, bytes, log-uniform: LO-HI")
+    ap.add_argument("--zipf", type=float, default=1.0, help="Zipf exponent of popularity (0: uniform)")
+    ap.add_argument("--request-files", default="1-3", help="distinct files per request: LO-HI")
     ap.add_argument("--systems", default="repocast,http,uftp")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "requests"))
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before a run is cut off")
@@ -283,7 +289,9 @@ def main():
     if os.geteuid() != 0:
         sys.exit("requests.py: needs root (network namespaces)")
     a.bin = os.path.join(a.target, "repocast")
-    files, requests, fluid = plan(a.target, a.seed, a.loss, a.hosts, a.rate, a.duration)
+    shape = [f"gap={a.gap}", f"files={a.files}", f"sizes={a.sizes}", f"zipf={a.zipf}",
+             f"per-request={a.request_files}"]
+    files, requests, fluid = plan(a.target, a.seed, a.loss, a.hosts, a.rate, a.duration, shape)
     work = tempfile.mkdtemp(prefix="rq-")
     os.chmod(work, 0o755)
     repo = os.path.join(work, "repo")

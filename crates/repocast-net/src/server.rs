@@ -161,11 +161,15 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     };
     let total: u64 = repo.files.iter().map(|f| f.size).sum();
     let banner = format!(
-        "repocast serve {}: {} items, {:.1} MiB ({} hashed now); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}, code {}{}",
+        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}, code {}{}",
         opts.dir.display(),
         repo.files.len(),
         total as f64 / (1 << 20) as f64,
         repo.hashed,
+        match repo.skipped {
+            0 => String::new(),
+            n => format!(", {n} unreadable skipped"),
+        },
         request_addr,
         opts.data_group,
         opts.announce_group,

@@ -3,9 +3,11 @@
 //! receiver per request as one `repocast get` per request, beside the two
 //! fluid references. Deterministic: same arguments, same numbers.
 //!
-//!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S]
+//!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S] [KEY=VALUE...]
 //!
 //! LOSS is one loss for every host or a comma list cycled over the hosts.
+//! KEY=VALUE: `gap=` mean seconds between a host's requests, `files=`,
+//! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid

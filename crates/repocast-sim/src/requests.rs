@@ -240,16 +240,44 @@ pub fn fluid_unicast(w: &RequestWorkload, rate_bps: f64) -> Vec<f64> {
 /// [DURATION_S]`, defaults 1, 0.05, 8, 100, 30: the workload, the loss per
 /// host (cycled over the hosts) and the rate.
 pub fn from_args(args: &[String]) -> (WorkloadParams, Vec<f64>, f64) {
-    let at = |i: usize| args.get(i).map(String::as_str);
+    // Positional first; then KEY=VALUE settings of the rest of the shape.
+    let pos: Vec<&str> = (args.iter().map(String::as_str))
+        .filter(|a| !a.contains('='))
+        .collect();
+    let at = |i: usize| pos.get(i).copied();
     let losses = (at(1).unwrap_or("0.05").split(','))
         .filter_map(|x| x.parse().ok())
         .collect();
-    let params = WorkloadParams {
+    let mut params = WorkloadParams {
         seed: at(0).and_then(|s| s.parse().ok()).unwrap_or(1),
         hosts: at(2).and_then(|s| s.parse().ok()).unwrap_or(8),
         duration_s: at(4).and_then(|s| s.parse().ok()).unwrap_or(30.0),
         ..WorkloadParams::default()
     };
+    let pair = |v: &str| -> Option<(u64, u64)> {
+        let (a, b) = v.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    };
+    for kv in args.iter().filter_map(|a| a.split_once('=')) {
+        match kv {
+            ("gap", v) => params.mean_gap_s = v.parse().unwrap_or(params.mean_gap_s),
+            ("files", v) => params.files = v.parse().unwrap_or(params.files).max(1),
+            ("zipf", v) => params.zipf_s = v.parse().unwrap_or(params.zipf_s),
+            ("sizes", v) => {
+                if let Some((lo, hi)) = pair(v).filter(|(lo, hi)| 0 < *lo && lo <= hi) {
+                    params.size_range = (lo, hi);
+                }
+            }
+            ("per-request", v) => {
+                if let Some((lo, hi)) = pair(v).filter(|(lo, hi)| 0 < *lo && lo <= hi) {
+                    params.request_files = (lo as usize, hi as usize);
+                }
+            }
+            _ => {}
+        }
+    }
+    params.request_files.1 = params.request_files.1.min(params.files);
+    params.request_files.0 = params.request_files.0.min(params.request_files.1);
     let rate_mbps = at(3).and_then(|s| s.parse().ok()).unwrap_or(100.0);
     (params, losses, rate_mbps)
 }
@@ -273,6 +301,25 @@ pub fn summary(xs: &[f64]) -> (f64, f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn settings_after_the_positional_arguments_shape_the_workload() {
+        let args: Vec<String> = ["2", "0.01,0.2", "4", "50", "10", "gap=0.5", "files=9"]
+            .iter()
+            .chain(&["sizes=1000-2000", "zipf=0", "per-request=2-12"])
+            .map(|s| s.to_string())
+            .collect();
+        let (p, losses, rate) = from_args(&args);
+        assert_eq!((p.seed, p.hosts, p.duration_s, rate), (2, 4, 10.0, 50.0));
+        assert_eq!(losses, vec![0.01, 0.2]);
+        assert_eq!((p.mean_gap_s, p.files, p.zipf_s), (0.5, 9, 0.0));
+        assert_eq!(p.size_range, (1000, 2000));
+        assert_eq!(
+            p.request_files,
+            (2, 9),
+            "no more files per request than files"
+        );
+    }
 
     #[test]
     fn the_default_workload_has_the_issues_shape() {
