@@ -98,6 +98,7 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits):
     outdir = os.path.join(work, system)
     os.makedirs(outdir)
     receivers = []
+    host_of = {k: host for k, host, _, _ in requests}
     if system == "repocast":
         key = os.path.join(work, "server.key")
         if not os.path.exists(key):
@@ -148,8 +149,6 @@ daemon off;
         time.sleep(1.0)
         kbps = str(int(rate_bits / 1000))
 
-        host_of = {k: host for k, host, _, _ in requests}
-
         def launch(k, files):
             return ("srv", ["uftp", "-q", "-R", kbps, "-C", "tfmcc", "-I", "eth0",
                             "-p", str(UFTP_PORT + k), "-H", f"10.77.0.{11 + host_of[k]}"]
@@ -159,7 +158,6 @@ daemon off;
     if system != "uftp":
         def launch(k, files):
             return (f"c{host_of[k] + 1}", cmd(k, files))
-        host_of = {k: host for k, host, _, _ in requests}
     before = tx_bytes(name)
     t0 = time.monotonic()
     running, rows = {}, {}

@@ -123,11 +123,11 @@ impl PublicKey {
 
 impl fmt::Display for PublicKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(PUBLIC_KEY_PREFIX)?;
-        for b in self.to_bytes() {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        write!(
+            f,
+            "{PUBLIC_KEY_PREFIX}{}",
+            crate::hex::encode(&self.to_bytes())
+        )
     }
 }
 
@@ -145,22 +145,8 @@ impl FromStr for PublicKey {
             .trim()
             .strip_prefix(PUBLIC_KEY_PREFIX)
             .ok_or(AuthError::BadKeyText)?;
-        PublicKey::from_bytes(&parse_hex32(hex).ok_or(AuthError::BadKeyText)?)
+        PublicKey::from_bytes(&crate::hex::decode32(hex).ok_or(AuthError::BadKeyText)?)
     }
-}
-
-/// 64 hex digits as 32 bytes.
-pub fn parse_hex32(hex: &str) -> Option<[u8; 32]> {
-    let hex = hex.as_bytes();
-    if hex.len() != 64 {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, pair) in hex.chunks_exact(2).enumerate() {
-        let s = std::str::from_utf8(pair).ok()?;
-        out[i] = u8::from_str_radix(s, 16).ok()?;
-    }
-    Some(out)
 }
 
 /// The per-session key that tags data packets and announcements.

@@ -17,6 +17,7 @@ pub mod client;
 pub mod endpoint;
 pub mod fec;
 pub mod hash;
+pub mod hex;
 pub mod ids;
 pub mod loss;
 pub mod policy;

@@ -70,14 +70,6 @@ pub enum NetError {
     /// The repository folder is not a folder.
     #[error("{0} is not a directory")]
     NotADirectory(String),
-    /// A file in the repository cannot be laid out in blocks.
-    #[error("{name}: {source}")]
-    Layout {
-        /// The item.
-        name: String,
-        /// Why.
-        source: repocast_core::fec::layout::LayoutError,
-    },
     /// The server's settings or repository cannot be served.
     #[error("server configuration: {0}")]
     Server(#[from] repocast_core::server::ServerError),

@@ -4,7 +4,8 @@
 //! system's, drawn here so the core stays free of it).
 
 use crate::NetError;
-use repocast_core::auth::{Identity, PublicKey, SessionKey, parse_hex32};
+use repocast_core::auth::{Identity, PublicKey, SessionKey};
+use repocast_core::hex;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -46,8 +47,7 @@ pub fn write_identity(path: &Path, id: &Identity) -> Result<(), NetError> {
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
     let mut f = opts.open(path).map_err(io)?;
-    let hex: String = id.seed().iter().map(|b| format!("{b:02x}")).collect();
-    writeln!(f, "{SECRET_PREFIX}{hex}").map_err(io)?;
+    writeln!(f, "{SECRET_PREFIX}{}", hex::encode(&id.seed())).map_err(io)?;
     f.sync_all().map_err(io)?;
     let pubp = public_path(path);
     std::fs::write(&pubp, format!("{}\n", id.public())).map_err(|e| NetError::file(&pubp, e))
@@ -59,7 +59,7 @@ pub fn read_identity(path: &Path) -> Result<Identity, NetError> {
     let seed = text
         .trim()
         .strip_prefix(SECRET_PREFIX)
-        .and_then(parse_hex32)
+        .and_then(hex::decode32)
         .ok_or_else(|| NetError::Key(format!("{} is not a repocast key", path.display())))?;
     #[cfg(unix)]
     if let Ok(m) = std::fs::metadata(path) {

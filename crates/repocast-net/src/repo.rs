@@ -6,6 +6,7 @@
 use crate::NetError;
 use repocast_core::ItemId;
 use repocast_core::fec::layout::Layout;
+use repocast_core::hex;
 use repocast_core::server::{BlockSource, ItemInfo, SourceError};
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
@@ -124,21 +125,6 @@ fn open_regular(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn unhex32(s: &str) -> Option<[u8; 32]> {
-    let mut a = [0u8; 32];
-    if s.len() != 64 {
-        return None;
-    }
-    for (i, out) in a.iter_mut().enumerate() {
-        *out = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(a)
-}
-
 type CacheKey = (String, u64, u128, String);
 
 fn params_key(fec: &FecParams) -> String {
@@ -160,11 +146,12 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
         let [name, size, mtime, params, hash, blocks] = f[..] else {
             continue;
         };
-        let (Ok(size), Ok(mtime), Some(hash)) = (size.parse(), mtime.parse(), unhex32(hash)) else {
+        let (Ok(size), Ok(mtime), Some(hash)) = (size.parse(), mtime.parse(), hex::decode32(hash))
+        else {
             continue;
         };
         let bh: Option<Vec<[u8; 32]>> = (0..blocks.len() / 64)
-            .map(|i| unhex32(blocks.get(64 * i..64 * i + 64)?))
+            .map(|i| hex::decode32(blocks.get(64 * i..64 * i + 64)?))
             .collect();
         if let Some(bh) = bh {
             m.insert(
@@ -218,10 +205,10 @@ impl Repository {
                 },
             };
             if !name.contains(['\t', '\n']) {
-                let bh: String = block_hashes.iter().map(|h| hex(h)).collect();
+                let bh: String = block_hashes.iter().map(|h| hex::encode(h)).collect();
                 lines.push_str(&format!(
                     "{name}\t{size}\t{mtime}\t{pk}\t{}\t{bh}\n",
-                    hex(&hash)
+                    hex::encode(&hash)
                 ));
             }
             files.push(RepoFile {

@@ -302,14 +302,18 @@ impl Pump {
                     if wr.write_all(&frame).await.is_err() {
                         break;
                     }
-                    // Written: no longer held (saturating: a closed
-                    // connection's count was already taken off).
+                    // Written: no longer held. Only what this connection
+                    // still counted comes off the total (a released
+                    // connection's count was taken off already).
                     let n = frame.len();
-                    let _ = mine.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
-                        Some(x.saturating_sub(n))
-                    });
+                    let prev = mine
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
+                            Some(x.saturating_sub(n))
+                        })
+                        .unwrap_or(0);
+                    let taken = prev.min(n);
                     let _ = total.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
-                        Some(x.saturating_sub(n))
+                        Some(x.saturating_sub(taken))
                     });
                 }
                 let _ = wr.shutdown().await;
@@ -384,20 +388,30 @@ impl Pump {
             }
         }
         if let Some(v) = victim {
+            // What it holds stops counting now (its writer goes with it),
+            // so the next frame does not elect it again.
+            self.release(v);
             self.endpoint.handle_backlog(now, v);
         }
     }
 
-    /// Drops a connection's tasks; what was queued for it no longer counts.
-    fn forget(&mut self, c: ClientId) {
-        if let Some(t) = self.conns.remove(&c) {
-            t.reader.abort();
+    /// Takes connection `c`'s queued bytes off the total.
+    fn release(&mut self, c: ClientId) {
+        if let Some(t) = self.conns.get(&c) {
             let q = t.queued.swap(0, Ordering::Relaxed);
             let _ = self
                 .queued
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
                     Some(x.saturating_sub(q))
                 });
+        }
+    }
+
+    /// Drops a connection's tasks; what was queued for it no longer counts.
+    fn forget(&mut self, c: ClientId) {
+        self.release(c);
+        if let Some(t) = self.conns.remove(&c) {
+            t.reader.abort();
         }
     }
 

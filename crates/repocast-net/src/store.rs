@@ -18,6 +18,7 @@ use crate::repo::STATE_DIR;
 use repocast_core::ItemId;
 use repocast_core::endpoint::store::{BlockStore, Held, Resume, StoreError, Symbols};
 use repocast_core::fec::layout::Layout;
+use repocast_core::hex;
 use repocast_core::wire::ManifestEntry;
 use repocast_core::wire::control::MAX_HAVE_BYTES;
 use std::collections::HashMap;
@@ -62,10 +63,6 @@ pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, StoreError> {
     Ok(p)
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 struct Partial {
     /// Held while this process writes the partial (released on drop).
     lock: Option<File>,
@@ -104,6 +101,9 @@ pub struct Store {
     items: HashMap<ItemId, Partial>,
     batch: u64,
     overwrite: bool,
+    /// Journals left by earlier runs, by their item's name key (listed
+    /// once at start, for [`BlockStore::held`]).
+    journals: HashMap<String, Vec<PathBuf>>,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
@@ -120,13 +120,26 @@ fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
     Ok(*h.finalize().as_bytes())
 }
 
+/// How an item's name starts its partial files' names.
+fn name_key(name: &str) -> String {
+    hex::encode(&blake3::hash(name.as_bytes()).as_bytes()[..8])
+}
+
 /// Bytes at the start of a journal: the item's hash and size.
 const JOURNAL_HEADER: usize = 40;
 
-fn journal_header(j: &[u8]) -> Option<([u8; 32], u64)> {
+/// A journal's item hash and size, and the blocks it lists (sorted, each
+/// once).
+fn read_journal(j: &[u8]) -> Option<([u8; 32], u64, Vec<u32>)> {
     let hash: [u8; 32] = j.get(..32)?.try_into().ok()?;
     let size = u64::from_le_bytes(j.get(32..JOURNAL_HEADER)?.try_into().ok()?);
-    Some((hash, size))
+    let mut blocks: Vec<u32> = j[JOURNAL_HEADER..]
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    blocks.sort_unstable();
+    blocks.dedup();
+    Some((hash, size, blocks))
 }
 
 fn sync_dir(dir: &Path) {
@@ -140,7 +153,21 @@ impl Store {
     pub fn new(root: &Path, journal_batch: u64) -> Result<Store, NetError> {
         let partial_dir = root.join(STATE_DIR).join("partial");
         fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        let mut journals: HashMap<String, Vec<PathBuf>> = HashMap::new();
+        let listing = fs::read_dir(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
+        for e in listing.flatten() {
+            let name = e.file_name();
+            let Some(key) = (name.to_str())
+                .filter(|f| f.ends_with(".journal"))
+                .and_then(|f| f.split_once('-'))
+                .map(|(k, _)| k.to_owned())
+            else {
+                continue;
+            };
+            journals.entry(key).or_default().push(e.path());
+        }
         Ok(Store {
+            journals,
             root: root.to_path_buf(),
             partial_dir,
             items: HashMap::new(),
@@ -179,6 +206,17 @@ fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Opens (creating) the lock file of partial `key`.
+fn open_lock(dir: &Path, key: &str) -> Result<File, StoreError> {
+    let path = dir.join(format!("{key}.lock"));
+    OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| StoreError::io(&path, e))
+}
+
 /// Takes an exclusive lock on `f` without waiting: false if another
 /// process holds it.
 fn try_lock(f: &File) -> bool {
@@ -192,25 +230,12 @@ impl BlockStore for Store {
     /// The blocks a journal from an earlier run lists for `name` (checked
     /// against their hashes when the manifest opens the item).
     fn held(&self, name: &str) -> Option<Held> {
-        let prefix = format!("{}-", hex(&blake3::hash(name.as_bytes()).as_bytes()[..8]));
-        let entries = fs::read_dir(&self.partial_dir).ok()?;
-        for e in entries.flatten() {
-            let file = e.file_name();
-            let Some(f) = file.to_str() else { continue };
-            if !(f.starts_with(&prefix) && f.ends_with(".journal")) {
-                continue;
-            }
-            let Ok(j) = fs::read(e.path()) else { continue };
-            let Some((hash, _)) = journal_header(&j) else {
+        for path in self.journals.get(&name_key(name))? {
+            let Some((hash, _, mut blocks)) = fs::read(path).ok().as_deref().and_then(read_journal)
+            else {
                 continue;
             };
-            let mut blocks: Vec<u32> = j[JOURNAL_HEADER..]
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .filter(|&b| (b as usize) < MAX_HAVE_BYTES * 8)
-                .collect();
-            blocks.sort_unstable();
-            blocks.dedup();
+            blocks.retain(|&b| (b as usize) < MAX_HAVE_BYTES * 8);
             if !blocks.is_empty() {
                 return Some(Held { hash, blocks });
             }
@@ -228,33 +253,18 @@ impl BlockStore for Store {
         // a temporary file, and a rerun finds its own journal.
         let mut key = format!(
             "{}-{}-{}",
-            hex(&blake3::hash(m.name.as_bytes()).as_bytes()[..8]),
-            hex(&m.hash[..8]),
+            name_key(&m.name),
+            hex::encode(&m.hash[..8]),
             m.size
         );
         // The lock file says which process owns this partial: another
         // `get` into the same folder after the same item gets its own.
-        let lock_path = self.partial_dir.join(format!("{key}.lock"));
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| StoreError::io(&lock_path, e))?;
-        let lock = if try_lock(&lock) {
-            lock
-        } else {
+        let mut lock = open_lock(&self.partial_dir, &key)?;
+        if !try_lock(&lock) {
             key = format!("{key}-{}", std::process::id());
-            let own = self.partial_dir.join(format!("{key}.lock"));
-            let f = OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&own)
-                .map_err(|e| StoreError::io(&own, e))?;
-            try_lock(&f);
-            f
-        };
+            lock = open_lock(&self.partial_dir, &key)?;
+            try_lock(&lock);
+        }
         let tmp = self.partial_dir.join(format!("{key}.part"));
         let journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut p = Partial {
@@ -288,12 +298,11 @@ impl BlockStore for Store {
         let mut have = Vec::new();
         if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
             let mut buf = Vec::new();
-            let entries = match journal_header(&j) {
-                Some((hash, size)) if hash == m.hash && size == m.size => &j[JOURNAL_HEADER..],
-                _ => &[][..],
+            let listed = match read_journal(&j) {
+                Some((hash, size, blocks)) if hash == m.hash && size == m.size => blocks,
+                _ => Vec::new(),
             };
-            for c in entries.chunks_exact(4) {
-                let b = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            for b in listed {
                 let Some(h) = m.block_hashes.get(b as usize) else {
                     continue;
                 };
@@ -304,8 +313,6 @@ impl BlockStore for Store {
                     have.push(b);
                 }
             }
-            have.sort_unstable();
-            have.dedup();
         }
         if have.is_empty() {
             let _ = fs::remove_file(&p.journal_path);

@@ -4,6 +4,8 @@
 //! notify; empty and one-symbol items; metrics come out.
 //! Replay a failing seed with `REPOCAST_SEED=<n>`.
 
+mod common;
+
 use repocast_core::fec::CodeKind;
 use repocast_core::loss::LossSpec;
 use repocast_core::policy::Scheme;
@@ -16,10 +18,7 @@ use std::time::Duration;
 const T: u16 = 64;
 
 fn seed() -> u64 {
-    std::env::var("REPOCAST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7)
+    common::seed_or(7)
 }
 
 /// Items: empty, one symbol minus/exactly/plus one byte, and larger ones

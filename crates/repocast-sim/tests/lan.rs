@@ -5,6 +5,8 @@
 //! the source bytes) or failed with a reason.
 //! Replay a failing seed with `REPOCAST_SEED=<n>`.
 
+mod common;
+
 use repocast_core::Instant;
 use repocast_core::endpoint::client::Want;
 use repocast_core::loss::LossSpec;
@@ -14,10 +16,7 @@ use repocast_sim::lan::{LanClient, VirtualLan};
 use std::time::Duration;
 
 fn seed() -> u64 {
-    std::env::var("REPOCAST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(11)
+    common::seed_or(11)
 }
 
 /// Items of 0 bytes to 1.2 MiB (several blocks at 1,280-byte symbols).

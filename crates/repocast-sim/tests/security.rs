@@ -13,6 +13,8 @@
 //! time the same run takes without the attacker, and counts the forgeries.
 //! Replay a seed with `REPOCAST_SEED=<n>`.
 
+mod common;
+
 use repocast_core::auth::{self, SessionKey};
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::Want;
@@ -30,10 +32,7 @@ const INSIDER_KEY: [u8; 32] = [0x42; 32];
 const RATE: u64 = 20_000_000;
 
 fn seed() -> u64 {
-    std::env::var("REPOCAST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(11)
+    common::seed_or(11)
 }
 
 fn items(seed: u64) -> Vec<(String, Vec<u8>)> {

@@ -180,9 +180,12 @@ impl ServerEndpoint {
 
     /// The driver could not queue a frame for `conn` within
     /// [`EndpointLimits::max_queued_frames`]: the peer does not read.
+    /// A connection already closed is not counted again.
     pub fn handle_backlog(&mut self, now: Instant, conn: ClientId) {
-        self.stats.closed_not_reading += 1;
-        self.close(now, conn, CloseReason::NotReading);
+        if self.conns.contains_key(&conn) {
+            self.stats.closed_not_reading += 1;
+            self.close(now, conn, CloseReason::NotReading);
+        }
     }
 
     fn close(&mut self, now: Instant, conn: ClientId, reason: CloseReason) {

@@ -81,12 +81,7 @@ pub struct Held {
 impl Held {
     /// The blocks as the `Have` message's bitmap.
     pub fn bitmap(&self) -> Vec<u8> {
-        let n = self.blocks.iter().max().map_or(0, |&b| b as usize / 8 + 1);
-        let mut v = vec![0u8; n];
-        for &b in &self.blocks {
-            v[b as usize / 8] |= 1 << (b % 8);
-        }
-        v
+        crate::wire::control::held_bitmap(&self.blocks)
     }
 }
 

@@ -5,7 +5,7 @@
 
 use super::transmission::{Esis, Segment};
 use super::{RepairJob, Server, ServerEvent, Transmit};
-use crate::wire::control::MAX_CATALOGUE_ENTRIES;
+use crate::wire::control::{MAX_CATALOGUE_ENTRIES, bitmap_holds};
 use crate::wire::{AnnounceKind, ClientMsg, ItemSel, NakRepr, ServerMsg};
 use crate::{ClientId, Instant, ItemId, TransmissionId};
 use std::collections::BTreeMap;
@@ -129,13 +129,9 @@ impl Server {
         if hash != st.info.hash {
             return None;
         }
-        let has = |b: u32| {
-            held.get(b as usize / 8)
-                .is_some_and(|x| x & (1 << (b % 8)) != 0)
-        };
         Some(
             (0..st.layout.blocks())
-                .filter(|&b| !has(b))
+                .filter(|&b| !bitmap_holds(&held, b))
                 .map(|b| (b, st.layout.block_symbols(b)))
                 .collect(),
         )

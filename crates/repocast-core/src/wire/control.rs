@@ -23,6 +23,23 @@ pub const MAX_TEXT_LEN: usize = 1024;
 /// Longest held-blocks bitmap in a `Have` (8 Mi blocks).
 pub const MAX_HAVE_BYTES: usize = 1 << 20;
 
+/// The bitmap of a `Have` holding `blocks`: bit `b % 8` of byte `b / 8`.
+pub fn held_bitmap(blocks: &[u32]) -> Vec<u8> {
+    let n = blocks.iter().max().map_or(0, |&b| b as usize / 8 + 1);
+    let mut v = vec![0u8; n];
+    for &b in blocks {
+        v[b as usize / 8] |= 1 << (b % 8);
+    }
+    v
+}
+
+/// Whether a `Have` bitmap holds `block`.
+pub fn bitmap_holds(bitmap: &[u8], block: u32) -> bool {
+    bitmap
+        .get(block as usize / 8)
+        .is_some_and(|x| x & (1 << (block % 8)) != 0)
+}
+
 /// An item named in a request: by catalogue id or by relative path.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ItemSel {
@@ -465,5 +482,21 @@ fn parse_bool(r: &mut Reader<'_>) -> Result<bool, WireError> {
             field: "bool",
             value: v as u64,
         }),
+    }
+}
+
+#[cfg(test)]
+mod have_tests {
+    use super::*;
+
+    #[test]
+    fn a_have_bitmap_holds_exactly_its_blocks() {
+        let blocks = [0u32, 3, 8, 17];
+        let bm = held_bitmap(&blocks);
+        assert_eq!(bm.len(), 3);
+        for b in 0..40 {
+            assert_eq!(bitmap_holds(&bm, b), blocks.contains(&b), "block {b}");
+        }
+        assert!(held_bitmap(&[]).is_empty());
     }
 }
