@@ -300,6 +300,40 @@ pub fn open_announce<'a>(
     Ok(body)
 }
 
+/// What a catalogue piece's signature covers besides its bytes (so a
+/// signature from another context never passes as one).
+const CATALOGUE_CONTEXT: &[u8] = b"repocast push catalogue piece\0";
+
+/// Appends `identity`'s signature of a catalogue piece's bytes.
+pub fn sign_catalogue(identity: &Identity, buf: &mut Vec<u8>) {
+    let mut msg = Vec::with_capacity(CATALOGUE_CONTEXT.len() + buf.len());
+    msg.extend_from_slice(CATALOGUE_CONTEXT);
+    msg.extend_from_slice(buf);
+    let sig = identity.sign(&msg);
+    buf.extend_from_slice(&sig);
+}
+
+/// Checks a catalogue piece's signature under the key the piece names
+/// (bytes 4..36): the signer and the piece's bytes without the signature.
+/// Whether the signer is trusted is the caller's question.
+pub fn open_catalogue(datagram: &[u8]) -> Result<(PublicKey, &[u8]), AuthError> {
+    let body_len = datagram
+        .len()
+        .checked_sub(SIGNATURE_LEN)
+        .filter(|n| *n >= 36)
+        .ok_or(AuthError::Missing)?;
+    let (body, sig) = datagram.split_at(body_len);
+    let mut k = [0u8; 32];
+    k.copy_from_slice(&body[4..36]);
+    let signer = PublicKey::from_bytes(&k)?;
+    let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
+    let mut msg = Vec::with_capacity(CATALOGUE_CONTEXT.len() + body.len());
+    msg.extend_from_slice(CATALOGUE_CONTEXT);
+    msg.extend_from_slice(body);
+    signer.verify(&msg, sig)?;
+    Ok((signer, body))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,6 +15,12 @@
 //!   30-210 ms NAK window, repairs sized by the largest NAK alone, no early
 //!   reports, one copy of each announcement.
 //!
+//! - [`Profile::Push`]: what `repocast push` and `repocast listen` ship
+//!   with. Fcast passes (SPEC 3.6): each pass sends exactly k fresh symbols
+//!   of every block, round by round over the blocks; redundancy comes from
+//!   the passes that follow; MAD picks the item (flat with no popularity).
+//!   No NAKs, no reports: there is no back channel.
+//!
 //! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
 //! limits; callers change single fields afterwards (rate, seed, channels).
 
@@ -44,6 +50,8 @@ pub enum Profile {
     Lan,
     /// The published study's settings (the simulator's sweeps).
     Study,
+    /// `repocast push` / `repocast listen`.
+    Push,
 }
 
 /// Limits of the endpoints: what one peer can make an endpoint hold.
@@ -88,6 +96,21 @@ impl Profile {
                 c
             }
             Profile::Study => ServerConfig::default(),
+            Profile::Push => {
+                let mut c = ServerConfig {
+                    scheme: crate::policy::Scheme {
+                        fec: FecPolicy::Fixed(0.0),
+                        retransmit: Retransmit::Reschedule,
+                        notify: false,
+                    },
+                    scheduler: crate::sched::SchedulerKind::Mad {
+                        weights: Vec::new(),
+                    },
+                    ..ServerConfig::default()
+                };
+                let _ = c.set_rate(100_000_000, false);
+                c
+            }
         }
     }
 
@@ -100,6 +123,10 @@ impl Profile {
                 ..ClientConfig::default()
             },
             Profile::Study => ClientConfig::default(),
+            Profile::Push => ClientConfig {
+                name: "listen".into(),
+                ..ClientConfig::default()
+            },
         }
     }
 
@@ -108,7 +135,7 @@ impl Profile {
         EndpointLimits {
             announce_repeats: match self {
                 Profile::Lan => 3,
-                Profile::Study => 1,
+                Profile::Study | Profile::Push => 1,
             },
             max_connections: 4096,
             max_buffered_bytes: 64 << 20,

@@ -14,6 +14,7 @@ pub mod engine;
 pub mod lan;
 pub mod output;
 pub mod plot;
+pub mod push_lan;
 mod raster;
 pub mod requests;
 pub mod run;

@@ -237,6 +237,26 @@ impl<S: BlockStore> ClientEndpoint<S> {
         self.names = Some(names);
     }
 
+    /// Push mode: receives these items from the carousel; their manifests
+    /// come from a signed catalogue, not from a server's answer (see
+    /// [`super::listen`]). May be called again with more items.
+    pub fn subscribe(&mut self, now: Instant, entries: Vec<crate::wire::ManifestEntry>) {
+        let names = self.names.get_or_insert_with(Vec::new);
+        for e in &entries {
+            if self.requested.insert(e.name.clone()) {
+                names.push(e.name.clone());
+            }
+        }
+        self.last_heard = now;
+        self.client.subscribe(now, entries);
+        self.process(now);
+    }
+
+    /// The store, to change (push mode sets files' attributes).
+    pub fn store_mut(&mut self) -> &mut S {
+        &mut self.store
+    }
+
     /// Records an item's outcome (the first one stands for its count).
     fn settle(&mut self, o: Outcome) {
         if self.requested.contains(&o.name) && !self.outcomes.contains_key(&o.name) {

@@ -13,7 +13,10 @@
 //! Drivers do sockets, timers and files, and nothing else: every protocol
 //! decision is made here or below. Settings come from [`crate::profile`].
 
+pub mod assembly;
 pub mod client;
+pub mod listen;
+pub mod push;
 pub mod server;
 pub mod store;
 

@@ -107,6 +107,9 @@ pub trait BlockStore {
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError>;
     /// The item failed: drop what is held of it.
     fn discard(&mut self, item: ItemId);
+    /// Unix mode and modification time the item's file gets once verified
+    /// (push mode; a store that keeps no files ignores them).
+    fn set_attributes(&mut self, _item: ItemId, _mode: u32, _mtime: i64) {}
     /// Keeps a partly received block's symbols out of memory.
     fn spill(
         &mut self,

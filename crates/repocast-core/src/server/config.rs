@@ -67,7 +67,13 @@ pub struct ServerConfig {
     /// of the item's source symbols; past it its NAKs for the item are
     /// refused and the item fails for it with a reason (None: no limit).
     pub repair_budget: Option<u32>,
+    /// Push mode: item data one pass interleaves over at a time (the
+    /// encoders the server holds; SPEC 3.6).
+    pub push_span_bytes: u64,
 }
+
+/// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
+pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -94,6 +100,7 @@ impl Default for ServerConfig {
             share_repairs: false,
             drop_orphans: false,
             repair_budget: None,
+            push_span_bytes: PUSH_SPAN_BYTES,
         }
     }
 }

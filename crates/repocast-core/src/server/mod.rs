@@ -10,6 +10,7 @@
 
 pub mod config;
 mod early;
+mod fcast;
 mod reports;
 pub mod transmission;
 
@@ -574,6 +575,9 @@ impl Server {
         };
         let growth = matches!(self.cfg.scheme.fec, FecPolicy::MaxLoss(_)) && !push;
         self.begin(now, item, kind, plan);
+        if push {
+            self.interleave_current(item);
+        }
         if let Some(t) = self.current.as_mut().filter(|t| growth && t.item == item) {
             t.growth = Some(transmission::Growth {
                 listeners: listeners.len() as u32,
@@ -648,6 +652,22 @@ impl Server {
         let id = TransmissionId(self.next_tid);
         let t = Transmission::arm(id, item, blocks, arm);
         self.start(now, t);
+    }
+
+    /// A push pass goes out in Fcast order, shuffled afresh per pass.
+    fn interleave_current(&mut self, item: ItemId) {
+        let Some(t) = self.current.as_mut().filter(|t| t.item == item) else {
+            return;
+        };
+        let Some(st) = self.items.get(item.0 as usize) else {
+            return;
+        };
+        let seed = self.cfg.seed ^ (t.id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        t.interleave(
+            &st.layout,
+            self.cfg.push_span_bytes,
+            crate::rng::Rng::new(seed),
+        );
     }
 
     fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {

@@ -47,6 +47,13 @@ pub struct Segment {
     pub esis: Esis,
 }
 
+impl Segment {
+    /// How many ids it sends.
+    pub fn esis_len(&self) -> u32 {
+        self.esis.len()
+    }
+}
+
 /// A transmission in progress.
 pub struct Transmission {
     pub id: TransmissionId,
@@ -65,6 +72,8 @@ pub struct Transmission {
     /// Present for a scheduled send sized by `FEC(maxloss+x)`: how, so
     /// the blocks not yet sent can grow on an early loss report.
     pub growth: Option<Growth>,
+    /// Present for a push pass: the Fcast order of its planned symbols.
+    fcast: Option<super::fcast::Fcast>,
 }
 
 /// How a scheduled send under `FEC(maxloss+x)` was sized.
@@ -188,6 +197,18 @@ impl Transmission {
             encoder: None,
             arm: None,
             growth: None,
+            fcast: None,
+        }
+    }
+
+    /// Sends the plan in Fcast order (round by round over the blocks,
+    /// shuffled by `rng`, spans of at most `span_bytes`) instead of block
+    /// after block.
+    pub fn interleave(&mut self, layout: &Layout, span_bytes: u64, rng: crate::rng::Rng) {
+        if self.arm.is_none() {
+            self.fcast = Some(super::fcast::Fcast::new(
+                &self.plan, layout, span_bytes, rng,
+            ));
         }
     }
 
@@ -277,6 +298,9 @@ impl Transmission {
     /// left to receive the rest).
     pub fn cancel(&mut self) {
         self.seg = self.plan.len();
+        if let Some(f) = self.fcast.as_mut() {
+            f.cancel();
+        }
         let seq = self.seq;
         if let Some(a) = self.arm.as_mut() {
             a.maxseq = seq;
@@ -288,7 +312,10 @@ impl Transmission {
     pub fn finished(&self) -> bool {
         match &self.arm {
             Some(a) => self.seq >= a.maxseq.saturating_add(a.relax) || a.bases.is_empty(),
-            None => self.seg >= self.plan.len(),
+            None => match &self.fcast {
+                Some(f) => f.finished(),
+                None => self.seg >= self.plan.len(),
+            },
         }
     }
 
@@ -323,20 +350,39 @@ impl Transmission {
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
-        let Some(seg) = self.plan.get(self.seg) else {
+        let (seg_i, pos) = match self.fcast.as_mut() {
+            Some(f) => match f.next() {
+                Some(p) => p,
+                None => return Ok(None),
+            },
+            None => (self.seg, self.pos),
+        };
+        let Some(seg) = self.plan.get(seg_i) else {
             return Ok(None);
         };
-        let (block, esi) = (seg.block, seg.esis.get(self.pos));
+        let (block, esi) = (seg.block, seg.esis.get(pos));
         let mut payload = Vec::new();
         if let Some(src) = source {
-            if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
-                self.encoder = None;
-                let enc = load_encoder(self.item, block, layout, code, src)?;
-                self.encoder = Some((block, enc));
-            }
-            if let Some((_, enc)) = self.encoder.as_mut() {
-                enc.symbol(esi, &mut payload);
-            }
+            let enc = match self.fcast.as_mut() {
+                Some(f) => match f.encoders.entry(block) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(load_encoder(self.item, block, layout, code, src)?)
+                    }
+                },
+                None => {
+                    if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
+                        self.encoder = None;
+                        let enc = load_encoder(self.item, block, layout, code, src)?;
+                        self.encoder = Some((block, enc));
+                    }
+                    match self.encoder.as_mut() {
+                        Some((_, enc)) => enc,
+                        None => return Ok(None),
+                    }
+                }
+            };
+            enc.symbol(esi, &mut payload);
         }
         let pkt = DataRepr {
             session,
@@ -350,10 +396,12 @@ impl Transmission {
             tag: Vec::new(),
         };
         self.seq += 1;
-        self.pos += 1;
-        if self.pos >= seg.esis.len() {
-            self.seg += 1;
-            self.pos = 0;
+        if self.fcast.is_none() {
+            self.pos += 1;
+            if self.pos >= seg.esis.len() {
+                self.seg += 1;
+                self.pos = 0;
+            }
         }
         if self.finished() {
             self.encoder = None;

@@ -9,6 +9,7 @@
 //! ([`frame`]). The byte layout is documented in `docs/protocol.md`.
 
 pub mod announce;
+pub mod catalogue;
 pub mod codec;
 pub mod control;
 pub mod data;
@@ -66,6 +67,8 @@ pub mod kind {
     pub const DATA: u8 = 1;
     /// Announcement (UDP, announcement channel; also inside `Notify`).
     pub const ANNOUNCE: u8 = 2;
+    /// A signed piece of push mode's catalogue (UDP, announcement group).
+    pub const CATALOGUE_PIECE: u8 = 3;
     /// Client messages on the request connection.
     pub const HELLO: u8 = 16;
     /// Ask for the catalogue.

@@ -1,0 +1,472 @@
+//! The listen endpoint: `repocast listen` as datagrams in, no back channel.
+//!
+//! A listener hears two groups. On the announcement group come the
+//! pusher's signed catalogue pieces: each is checked alone (signature,
+//! signer pinned with `--trust` or the first one seen, version no older
+//! than the newest seen) and assembled ([`super::assembly`]) until the
+//! version's catalogue is complete for the selected items. Then a
+//! [`ClientEndpoint`] in push mode receives those items from the data
+//! group: packets of the version's session only, decoded blocks checked
+//! against the signed block hashes and written to the [`BlockStore`]
+//! (resume journal included), each item ending verified or failed.
+//!
+//! TIDDO (the default) finishes once every selected item has an outcome.
+//! In satellite mode the listener never finishes: a newer version is
+//! assembled while the current one is received, and once complete it
+//! replaces it; unchanged files already verified are kept, changed ones
+//! are received again. Data of one version never feeds another.
+
+use super::Channel;
+use super::assembly::{Assembly, glob_match};
+use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
+use super::store::BlockStore;
+use crate::auth::{self, PublicKey};
+use crate::client::ClientConfig;
+use crate::wire::catalogue::CataloguePiece;
+use crate::{Instant, SessionId};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Listen endpoint settings.
+#[derive(Debug, Clone)]
+pub struct ListenConfig {
+    /// The state machine's settings ([`crate::profile::Profile::Push`]).
+    pub client: ClientConfig,
+    /// The signer to accept; `None`: the first valid signer seen.
+    pub trust: Option<PublicKey>,
+    /// Item name patterns to receive ([`glob_match`]); empty: all.
+    pub select: Vec<String>,
+    /// Stay tuned for new versions instead of finishing.
+    pub satellite: bool,
+    /// TIDDO: give up when no catalogue, or nothing useful, has come for
+    /// this long.
+    pub timeout: Duration,
+    /// Bytes of partly received blocks kept in memory.
+    pub memory_budget: u64,
+    /// Versions below this are replays (the newest a previous run took).
+    pub min_version: u64,
+}
+
+impl ListenConfig {
+    /// Defaults with `client` settings.
+    pub fn new(client: ClientConfig) -> Self {
+        ListenConfig {
+            client,
+            trust: None,
+            select: Vec::new(),
+            satellite: false,
+            timeout: Duration::from_secs(60),
+            memory_budget: 64 << 20,
+            min_version: 0,
+        }
+    }
+}
+
+/// What the driver hears of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ListenEvent {
+    /// The signer accepted: pinned by the user, or the first seen.
+    Signer {
+        /// Its key.
+        key: PublicKey,
+        /// Whether the user pinned it.
+        pinned: bool,
+    },
+    /// A catalogue version is complete and being received.
+    Version {
+        /// The version.
+        version: u64,
+        /// Items in it.
+        items: u32,
+        /// Items selected (and not already verified).
+        receiving: usize,
+    },
+    /// Progress of an item (the client endpoint's event).
+    Item(Event),
+    /// An item's attributes, for the file once verified.
+    Attributes {
+        /// The item.
+        item: crate::ItemId,
+        /// Unix permission bits.
+        mode: u32,
+        /// Modification time, seconds since the epoch.
+        mtime: i64,
+    },
+}
+
+/// Counters of the listen endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ListenStats {
+    /// Datagrams handed in.
+    pub datagrams: u64,
+    /// Datagrams that did not parse.
+    pub malformed: u64,
+    /// Catalogue pieces whose signature does not verify.
+    pub forged: u64,
+    /// Pieces signed by a key other than the one accepted.
+    pub foreign: u64,
+    /// Pieces of a version older than the newest seen (replays).
+    pub stale: u64,
+    /// Data packets of another session (another pusher or version).
+    pub other_session: u64,
+    /// Data packets that came before their version's catalogue was
+    /// complete (held, within half the memory budget, until it is).
+    pub early: u64,
+}
+
+/// The receiving side of push mode.
+pub struct ListenEndpoint<S: BlockStore> {
+    cfg: ListenConfig,
+    signer: Option<PublicKey>,
+    /// The version in assembly (newer than the active one).
+    assembly: Option<Assembly>,
+    /// The version being received: its number, session and names.
+    active: Option<(u64, SessionId, Vec<String>)>,
+    inner: Option<ClientEndpoint<S>>,
+    spare: Option<S>,
+    /// Outcomes by name, with the hash they were for.
+    results: BTreeMap<String, ([u8; 32], Outcome)>,
+    /// Hashes and sizes of the active version's items, by name.
+    hashes: BTreeMap<String, ([u8; 32], u64)>,
+    /// Names of the active version's items, by id.
+    names: BTreeMap<crate::ItemId, String>,
+    events: VecDeque<ListenEvent>,
+    /// Data packets held until their version's catalogue is complete.
+    early: VecDeque<Vec<u8>>,
+    early_bytes: usize,
+    started: Instant,
+    ended: Option<String>,
+    stats: ListenStats,
+}
+
+impl<S: BlockStore> ListenEndpoint<S> {
+    /// A listener tuning in at `now`, storing into `store`.
+    pub fn new(now: Instant, cfg: ListenConfig, store: S) -> Self {
+        ListenEndpoint {
+            signer: cfg.trust,
+            cfg,
+            assembly: None,
+            active: None,
+            inner: None,
+            spare: Some(store),
+            results: BTreeMap::new(),
+            hashes: BTreeMap::new(),
+            names: BTreeMap::new(),
+            events: VecDeque::new(),
+            early: VecDeque::new(),
+            early_bytes: 0,
+            started: now,
+            ended: None,
+            stats: ListenStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ListenStats {
+        self.stats
+    }
+
+    /// The client endpoint receiving the active version, if any.
+    pub fn receiver(&self) -> Option<&ClientEndpoint<S>> {
+        self.inner.as_ref()
+    }
+
+    /// The signer accepted, if any yet.
+    pub fn signer(&self) -> Option<PublicKey> {
+        self.signer
+    }
+
+    /// The version being received.
+    pub fn version(&self) -> Option<u64> {
+        self.active.as_ref().map(|a| a.0)
+    }
+
+    /// The store (between versions, or inside the receiver).
+    pub fn store(&self) -> Option<&S> {
+        self.inner
+            .as_ref()
+            .map(|i| i.store())
+            .or(self.spare.as_ref())
+    }
+
+    /// Takes the store out (a test's crash and restart).
+    pub fn into_store(self) -> Option<S> {
+        self.inner.map(ClientEndpoint::into_store).or(self.spare)
+    }
+
+    /// A datagram from one of the groups.
+    pub fn handle_datagram(&mut self, now: Instant, from: Channel, bytes: &[u8]) {
+        self.stats.datagrams += 1;
+        if self.ended.is_some() {
+            return;
+        }
+        match from {
+            Channel::Announce => self.on_piece(now, bytes),
+            Channel::Data => {
+                // The session is bytes 4..8 of every data packet.
+                let s = bytes
+                    .get(4..8)
+                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+                let active = self.active.as_ref().map(|a| a.1.0);
+                let assembling = self.assembly.as_ref().map(|a| a.session.0);
+                if s.is_some() && s == active {
+                    if let Some(inner) = self.inner.as_mut() {
+                        inner.handle_datagram(now, Channel::Data, bytes);
+                    }
+                    self.drain();
+                } else if s.is_some() && s == assembling || assembling.is_none() && active.is_none()
+                {
+                    // Data of a version whose catalogue is still coming:
+                    // kept (within a bound) for when it is complete, so a
+                    // lost catalogue piece costs no data.
+                    self.stats.early += 1;
+                    self.early_bytes += bytes.len();
+                    self.early.push_back(bytes.to_vec());
+                    while self.early_bytes > self.cfg.memory_budget as usize / 2 {
+                        match self.early.pop_front() {
+                            Some(b) => self.early_bytes -= b.len(),
+                            None => break,
+                        }
+                    }
+                } else {
+                    self.stats.other_session += 1;
+                }
+            }
+        }
+    }
+
+    fn on_piece(&mut self, now: Instant, bytes: &[u8]) {
+        let (key, body) = match auth::open_catalogue(bytes) {
+            Ok(x) => x,
+            Err(_) => {
+                // Not a signed piece (or a forged one): nothing from it.
+                self.stats.forged += 1;
+                return;
+            }
+        };
+        match self.signer {
+            Some(s) if s != key => {
+                self.stats.foreign += 1;
+                return;
+            }
+            Some(_) => {}
+            None => {
+                self.signer = Some(key);
+                self.events
+                    .push_back(ListenEvent::Signer { key, pinned: false });
+            }
+        }
+        let p = match CataloguePiece::parse(body) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let newest = (self.assembly.as_ref().map(|a| a.version))
+            .max(self.active.as_ref().map(|a| a.0))
+            .unwrap_or(0)
+            .max(self.cfg.min_version);
+        let active = self.active.as_ref().map(|a| a.0);
+        if p.version < newest || active == Some(p.version) {
+            if p.version < newest {
+                self.stats.stale += 1;
+            }
+            return;
+        }
+        if self.assembly.as_ref().is_none_or(|a| a.version < p.version) {
+            self.assembly = Some(Assembly::new(&p));
+        }
+        let select = &self.cfg.select;
+        let Some(a) = self.assembly.as_mut() else {
+            return;
+        };
+        let wanted = |name: &str| select.is_empty() || select.iter().any(|g| glob_match(g, name));
+        match a.add(&p, wanted) {
+            Ok(()) => {}
+            Err(super::assembly::AssemblyError::TooLarge) => {
+                return self.end(super::assembly::AssemblyError::TooLarge.to_string());
+            }
+            Err(_) => self.stats.malformed += 1,
+        }
+        if a.is_complete() {
+            if let Some(a) = self.assembly.take() {
+                self.activate(now, a);
+            }
+        }
+    }
+
+    /// Starts receiving a complete version.
+    fn activate(&mut self, now: Instant, a: Assembly) {
+        let store = match self.inner.take() {
+            Some(i) => i.into_store(),
+            None => match self.spare.take() {
+                Some(s) => s,
+                None => return,
+            },
+        };
+        let mut cfg = ClientEndpointConfig::new(self.cfg.client.clone(), Want::Items(Vec::new()));
+        cfg.memory_budget = self.cfg.memory_budget;
+        cfg.idle_timeout = if self.cfg.satellite {
+            // A satellite listener waits for the pusher however long.
+            Duration::from_secs(100 * 365 * 86_400)
+        } else {
+            self.cfg.timeout
+        };
+        let mut inner = ClientEndpoint::new(now, cfg, store);
+        let selected = a.selected();
+        let items = a.progress().1;
+        self.hashes = (selected.iter())
+            .map(|(m, _)| (m.name.clone(), (m.hash, m.size)))
+            .collect();
+        self.names = (selected.iter())
+            .map(|(m, _)| (m.item, m.name.clone()))
+            .collect();
+        let names = selected.iter().map(|(m, _)| m.name.clone()).collect();
+        // Files already verified with the same content are not received
+        // again (satellite mode across versions).
+        let todo: Vec<_> = (selected.into_iter())
+            .filter(|(m, _)| {
+                !(self.results.get(&m.name)).is_some_and(|(h, o)| *h == m.hash && o.result.is_ok())
+            })
+            .collect();
+        let receiving = todo.len();
+        for (m, h) in &todo {
+            inner.store_mut().set_attributes(m.item, h.mode, h.mtime);
+            self.events.push_back(ListenEvent::Attributes {
+                item: m.item,
+                mode: h.mode,
+                mtime: h.mtime,
+            });
+        }
+        self.events.push_back(ListenEvent::Version {
+            version: a.version,
+            items,
+            receiving,
+        });
+        inner.subscribe(now, todo.into_iter().map(|(m, _)| m).collect());
+        // Data that came before the catalogue was complete.
+        for b in std::mem::take(&mut self.early) {
+            if b.get(4..8) == Some(&a.session.0.to_be_bytes()[..]) {
+                inner.handle_datagram(now, Channel::Data, &b);
+            }
+        }
+        self.early_bytes = 0;
+        self.active = Some((a.version, a.session, names));
+        self.inner = Some(inner);
+        self.drain();
+    }
+
+    /// Moves the receiver's events out, recording outcomes.
+    fn drain(&mut self) {
+        let Some(inner) = self.inner.as_mut() else {
+            return;
+        };
+        while let Some(ev) = inner.poll_event() {
+            let done = match &ev {
+                Event::Complete { item } => self.names.get(item).map(|n| (n.clone(), Ok(()))),
+                Event::Failed { name, reason } => Some((name.clone(), Err(reason.clone()))),
+                _ => None,
+            };
+            if let Some((name, result)) = done {
+                let (hash, size) = self.hashes.get(&name).copied().unwrap_or(([0; 32], 0));
+                let o = Outcome {
+                    name: name.clone(),
+                    size,
+                    result,
+                };
+                self.results.insert(name, (hash, o));
+            }
+            self.events.push_back(ListenEvent::Item(ev));
+        }
+        // The receiver gave up (idle): what is left fails with its reason.
+        if inner.ended().is_some() {
+            for o in inner.outcomes() {
+                if !self.results.contains_key(&o.name) {
+                    let h = self.hashes.get(&o.name).map_or([0; 32], |h| h.0);
+                    self.results.insert(o.name.clone(), (h, o));
+                }
+            }
+        }
+    }
+
+    /// Timers: the receiver's, and the wait for a first catalogue.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ended.is_some() {
+            return;
+        }
+        if self.active.is_none() && !self.cfg.satellite && now >= self.started + self.cfg.timeout {
+            let (heads, items) = self.assembly.as_ref().map_or((0, 0), |a| a.progress());
+            let who = match (self.cfg.trust, self.signer) {
+                (Some(k), _) => format!("signed by {k}"),
+                (None, Some(k)) => format!("from {k}"),
+                (None, None) => "from any pusher".into(),
+            };
+            return self.end(format!(
+                "no complete catalogue {who} within {} s ({heads} of {items} items described)",
+                self.cfg.timeout.as_secs_f64()
+            ));
+        }
+        if let Some(inner) = self.inner.as_mut() {
+            inner.handle_timeout(now);
+        }
+        self.drain();
+    }
+
+    /// When to call [`ListenEndpoint::handle_timeout`].
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            return None;
+        }
+        match &self.inner {
+            Some(i) => i.poll_timeout(),
+            None if self.cfg.satellite => None,
+            None => Some(self.started + self.cfg.timeout),
+        }
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<ListenEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether every selected item of the version received has an outcome
+    /// (never in satellite mode, unless the run ended).
+    pub fn is_finished(&self) -> bool {
+        self.ended.is_some()
+            || !self.cfg.satellite
+                && self
+                    .active
+                    .as_ref()
+                    .is_some_and(|(_, _, names)| names.iter().all(|n| self.results.contains_key(n)))
+    }
+
+    /// Why the run ended early, if it did.
+    pub fn ended(&self) -> Option<&str> {
+        self.ended.as_deref()
+    }
+
+    /// Every selected item's outcome (those not ended say why not).
+    pub fn outcomes(&self) -> Vec<Outcome> {
+        let pending = self.ended.clone().unwrap_or_else(|| "not received".into());
+        let Some((_, _, names)) = &self.active else {
+            return Vec::new();
+        };
+        (names.iter())
+            .map(|n| match self.results.get(n) {
+                Some((_, o)) => o.clone(),
+                None => Outcome {
+                    name: n.clone(),
+                    size: 0,
+                    result: Err(pending.clone()),
+                },
+            })
+            .collect()
+    }
+
+    fn end(&mut self, reason: String) {
+        if self.ended.is_none() {
+            self.ended = Some(reason);
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! The push endpoint: `repocast push` as bytes out, no back channel.
+//!
+//! It wraps the [`Server`] state machine in push mode (the scheduler and
+//! the Fcast passes of [`crate::profile::Profile::Push`], the same code the
+//! simulator runs) and adds what a listener with no back channel needs:
+//! the signed catalogue of the file set ([`crate::wire::catalogue`]), its
+//! pieces spread over each catalogue period on the announcement group so a
+//! listener tuning in at any moment has it within about a period, and a
+//! stop after a target redundancy. Data packets go out untagged (there is
+//! no secret to share without a back channel); a listener checks every
+//! decoded block against the signed catalogue's block hash.
+//!
+//! A driver calls [`PushEndpoint::poll_transmit`] until `None`, sleeps
+//! until [`PushEndpoint::poll_timeout`], and on a changed file set calls
+//! [`PushEndpoint::replace`] with a higher version.
+
+use super::Dest;
+use crate::auth::{self, Identity, PublicKey};
+use crate::fec::layout::Layout;
+use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
+use crate::wire::FecParams;
+use crate::wire::catalogue::{CataloguePiece, ItemHead, split_item};
+use crate::{Instant, SessionId};
+use std::time::Duration;
+
+/// Shortest time between two copies of the catalogue.
+pub const CATALOGUE_PERIOD: Duration = Duration::from_millis(250);
+/// Largest share of the rate the catalogue may take; a larger catalogue
+/// is repeated less often.
+pub const CATALOGUE_SHARE: f64 = 0.05;
+
+/// One file of the pushed set.
+#[derive(Debug, Clone)]
+pub struct PushItem {
+    /// Name, size, hashes.
+    pub info: ItemInfo,
+    /// Unix permission bits.
+    pub mode: u32,
+    /// Modification time, seconds since the epoch.
+    pub mtime: i64,
+}
+
+/// Push endpoint settings.
+#[derive(Debug, Clone)]
+pub struct PushConfig {
+    /// The state machine's settings (from [`crate::profile::Profile::Push`];
+    /// its session is replaced by one derived from each version).
+    pub server: ServerConfig,
+    /// Stop once every item has been sent this many times its size
+    /// (`None`: run until stopped).
+    pub redundancy: Option<f64>,
+}
+
+/// Counters of the push endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PushStats {
+    /// Catalogue pieces sent.
+    pub catalogue_pieces: u64,
+    /// Data packets sent.
+    pub data_packets: u64,
+    /// Full passes over items begun.
+    pub passes: u64,
+    /// Catalogue versions published.
+    pub versions: u64,
+}
+
+/// The sending side of push mode as datagrams out.
+pub struct PushEndpoint {
+    cfg: PushConfig,
+    identity: Identity,
+    server: Server,
+    version: u64,
+    pieces: Vec<Vec<u8>>,
+    next_piece: usize,
+    piece_at: Instant,
+    piece_gap: Duration,
+    /// Data packets sent and source symbols, per item.
+    sent: Vec<(u64, u64)>,
+    items: usize,
+    stats: PushStats,
+}
+
+/// The session a version's data carries: from the signer and the version,
+/// so two versions (and two pushers) never share one.
+pub fn session_of(key: &PublicKey, version: u64) -> SessionId {
+    let mut h = blake3::Hasher::new();
+    h.update(&key.to_bytes()).update(&version.to_be_bytes());
+    let b = h.finalize();
+    let b = b.as_bytes();
+    SessionId(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+impl PushEndpoint {
+    /// Pushes `items` as catalogue `version`, signed by `identity`.
+    pub fn new(
+        now: Instant,
+        cfg: PushConfig,
+        identity: Identity,
+        version: u64,
+        items: Vec<PushItem>,
+    ) -> Result<Self, ServerError> {
+        let server = Server::new(cfg.server.clone(), Vec::new())?;
+        let mut e = PushEndpoint {
+            cfg,
+            identity,
+            server,
+            version,
+            pieces: Vec::new(),
+            next_piece: 0,
+            piece_at: now,
+            piece_gap: CATALOGUE_PERIOD,
+            sent: Vec::new(),
+            items: 0,
+            stats: PushStats::default(),
+        };
+        e.replace(now, version, items)?;
+        Ok(e)
+    }
+
+    /// Publishes a new file set as `version` (higher than the last): a new
+    /// catalogue and session; the pass on air is dropped.
+    pub fn replace(
+        &mut self,
+        now: Instant,
+        version: u64,
+        items: Vec<PushItem>,
+    ) -> Result<(), ServerError> {
+        let key = self.identity.public();
+        let session = session_of(&key, version);
+        let fec = FecParams {
+            code: self.cfg.server.code,
+            symbol_size: self.cfg.server.symbol_size,
+            max_block_symbols: self.cfg.server.max_block_symbols,
+        };
+        let base = CataloguePiece {
+            signer: key.to_bytes(),
+            version,
+            session,
+            items: items.len() as u32,
+            item: crate::ItemId(0),
+            part: 0,
+            parts: 1,
+            first_block: 0,
+            head: None,
+            hashes: Vec::new(),
+        };
+        let mut pieces = Vec::new();
+        let mut sent = Vec::with_capacity(items.len());
+        for (i, it) in items.iter().enumerate() {
+            let head = ItemHead {
+                name: it.info.name.clone(),
+                size: it.info.size,
+                hash: it.info.hash,
+                fec,
+                mode: it.mode,
+                mtime: it.mtime,
+            };
+            let symbols = Layout::new(it.info.size, &fec)
+                .map(|l| l.symbols())
+                .unwrap_or(0);
+            sent.push((0, symbols));
+            let b = CataloguePiece {
+                item: crate::ItemId(i as u32),
+                ..base.clone()
+            };
+            for p in split_item(&b, head, &it.info.block_hashes) {
+                let mut buf = Vec::new();
+                p.emit(&mut buf);
+                auth::sign_catalogue(&self.identity, &mut buf);
+                pieces.push(buf);
+            }
+        }
+        let mut cfg = self.cfg.server.clone();
+        cfg.session = session;
+        // The catalogue's bytes come out of the data rate, and it is sent
+        // at most CATALOGUE_SHARE of it.
+        let bytes: u64 = pieces.iter().map(|p| p.len() as u64 + 28).sum();
+        let data_bps = crate::profile::packet_bits(cfg.symbol_size, false, false) as f64
+            / cfg.packet_interval.as_secs_f64().max(1e-9);
+        let period = CATALOGUE_PERIOD
+            .as_secs_f64()
+            .max(bytes as f64 * 8.0 / (data_bps * CATALOGUE_SHARE));
+        let share = bytes as f64 * 8.0 / period / data_bps;
+        cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
+        self.server = Server::new(cfg, items.into_iter().map(|i| i.info).collect())?;
+        self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
+        self.items = sent.len();
+        self.sent = sent;
+        self.pieces = pieces;
+        self.next_piece = 0;
+        self.piece_at = now;
+        self.version = version;
+        self.stats.versions += 1;
+        Ok(())
+    }
+
+    /// The catalogue version on air.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The signer's public key.
+    pub fn key(&self) -> PublicKey {
+        self.identity.public()
+    }
+
+    /// The state machine (for its counters).
+    pub fn server(&self) -> &Server {
+        &self.server
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> PushStats {
+        self.stats
+    }
+
+    /// How many times its size each item has been sent so far (the least
+    /// of all items; 0 with no items).
+    pub fn redundancy_sent(&self) -> f64 {
+        (self.sent.iter())
+            .map(|&(n, k)| {
+                if k == 0 {
+                    f64::INFINITY
+                } else {
+                    n as f64 / k as f64
+                }
+            })
+            .fold(f64::INFINITY, f64::min)
+            .min(if self.items == 0 { 0.0 } else { f64::INFINITY })
+    }
+
+    /// Whether the target redundancy has been sent (never without one).
+    pub fn is_finished(&self) -> bool {
+        self.cfg
+            .redundancy
+            .is_some_and(|r| self.items > 0 && self.redundancy_sent() >= r)
+    }
+
+    /// When to call [`PushEndpoint::poll_transmit`] next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            return None;
+        }
+        let data = if self.items > 0 {
+            self.server.poll_timeout()
+        } else {
+            None
+        };
+        let piece = (!self.pieces.is_empty()).then_some(self.piece_at);
+        [data, piece].into_iter().flatten().min()
+    }
+
+    /// The next datagram due at `now` into `buf` (replacing its bytes) and
+    /// where it goes; call until `None`.
+    pub fn poll_transmit(
+        &mut self,
+        now: Instant,
+        source: &mut dyn BlockSource,
+        buf: &mut Vec<u8>,
+    ) -> Option<Dest> {
+        buf.clear();
+        if self.is_finished() {
+            return None;
+        }
+        if now >= self.piece_at && !self.pieces.is_empty() {
+            let i = self.next_piece % self.pieces.len();
+            buf.extend_from_slice(&self.pieces[i]);
+            self.next_piece = i + 1;
+            // Behind (a stalled driver): go on from now, not in a burst.
+            let next = self.piece_at + self.piece_gap;
+            self.piece_at = if next < now {
+                now + self.piece_gap
+            } else {
+                next
+            };
+            self.stats.catalogue_pieces += 1;
+            return Some(Dest::Announce);
+        }
+        if self.items == 0 {
+            return None;
+        }
+        loop {
+            match self.server.poll_transmit(now, source)? {
+                Transmit::Data(d) => {
+                    if let Some(s) = self.sent.get_mut(d.item.0 as usize) {
+                        s.0 += 1;
+                    }
+                    d.emit(buf);
+                    self.stats.data_packets += 1;
+                    return Some(Dest::Data);
+                }
+                // Listeners need no announcements: every data packet names
+                // its item, block and symbol, and the catalogue the rest.
+                Transmit::Announce(a) => {
+                    if a.kind == crate::wire::AnnounceKind::Carousel {
+                        self.stats.passes += 1;
+                    }
+                }
+                Transmit::Control(..) => {}
+            }
+        }
+    }
+}

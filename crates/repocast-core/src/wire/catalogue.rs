@@ -1,0 +1,230 @@
+//! Push mode's in-band catalogue: signed pieces on the announcement group.
+//!
+//! With no back channel, a listener learns the file set from the pusher's
+//! announcement group alone. The catalogue of one version is cut into
+//! pieces, each a datagram that stands on its own: it names the signer,
+//! the catalogue version and the session its data packets carry, how many
+//! items the version has, and one part of one item: part 0 carries the
+//! item's head (name, size, hash, FEC parameters, mode and mtime) and
+//! the first block hashes, later parts the rest of its block hashes. Every
+//! piece ends with the signer's Ed25519 signature over all that comes
+//! before it ([`crate::auth::sign_catalogue`]), so a listener checks each
+//! piece alone, accepts nothing forged, and takes nothing from a version
+//! older than one it has seen. The byte layout is in `docs/protocol.md`.
+
+use super::codec::{Reader, Writer, check_max};
+use super::manifest::{FecParams, MAX_BLOCKS, MAX_ITEM_SIZE, MAX_NAME_LEN};
+use super::{WireError, kind};
+use crate::auth::SIGNATURE_LEN;
+use crate::{ItemId, SessionId};
+
+/// Most items one catalogue version may list.
+pub const MAX_PUSH_ITEMS: u32 = 1 << 20;
+/// Bytes a piece aims at (it fits a 1,500-byte MTU with IP and UDP
+/// headers); only a piece whose item name is very long is larger.
+pub const PIECE_TARGET: usize = 1200;
+/// Bytes of a piece before its item's part: header, signer, version,
+/// session, item count, item, part, parts, first block, flags, hash count.
+pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 4 + 2 + 2 + 4 + 1 + 2;
+
+/// An item's description in the catalogue (part 0 of its pieces).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemHead {
+    /// Its relative path.
+    pub name: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// BLAKE3 of the whole item.
+    pub hash: [u8; 32],
+    /// FEC parameters (the block layout follows from them and the size).
+    pub fec: FecParams,
+    /// Unix permission bits.
+    pub mode: u32,
+    /// Modification time, seconds since the Unix epoch.
+    pub mtime: i64,
+}
+
+/// One signed piece of a catalogue version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CataloguePiece {
+    /// The signer's Ed25519 public key (checked against the signature).
+    pub signer: [u8; 32],
+    /// The catalogue version (higher is newer).
+    pub version: u64,
+    /// The session the version's data packets carry.
+    pub session: SessionId,
+    /// Items in this version.
+    pub items: u32,
+    /// The item this piece describes.
+    pub item: ItemId,
+    /// Which of the item's parts this is.
+    pub part: u16,
+    /// How many parts the item has.
+    pub parts: u16,
+    /// The block whose hash comes first in `hashes`.
+    pub first_block: u32,
+    /// The item's head (part 0 only).
+    pub head: Option<ItemHead>,
+    /// Block hashes from `first_block` on.
+    pub hashes: Vec<[u8; 32]>,
+}
+
+impl CataloguePiece {
+    /// Parses a piece's signed bytes (the datagram without its
+    /// signature: see [`crate::auth::open_catalogue`]).
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let k = r.header()?;
+        if k != kind::CATALOGUE_PIECE {
+            return Err(WireError::UnknownKind(k));
+        }
+        let mut signer = [0u8; 32];
+        signer.copy_from_slice(r.bytes(32)?);
+        let version = r.u64()?;
+        let session = SessionId(r.u32()?);
+        let items = r.u32()?;
+        check_max("items", items as u64, MAX_PUSH_ITEMS as u64)?;
+        let item = r.u32()?;
+        if item >= items {
+            return Err(WireError::OutOfRange {
+                field: "item",
+                value: item as u64,
+            });
+        }
+        let (part, parts) = (r.u16()?, r.u16()?);
+        if part >= parts {
+            return Err(WireError::OutOfRange {
+                field: "part",
+                value: part as u64,
+            });
+        }
+        let first_block = r.u32()?;
+        check_max("first block", first_block as u64, MAX_BLOCKS as u64)?;
+        let head = match r.u8()? {
+            0 => None,
+            1 => {
+                let name = r.string("item name", MAX_NAME_LEN)?;
+                let size = r.u64()?;
+                check_max("item size", size, MAX_ITEM_SIZE)?;
+                let hash = r.hash()?;
+                let fec = FecParams::parse_body(&mut r)?;
+                let mode = r.u32()?;
+                let mtime = r.u64()? as i64;
+                Some(ItemHead {
+                    name,
+                    size,
+                    hash,
+                    fec,
+                    mode,
+                    mtime,
+                })
+            }
+            v => {
+                return Err(WireError::OutOfRange {
+                    field: "piece flags",
+                    value: v as u64,
+                });
+            }
+        };
+        if (part == 0) != head.is_some() {
+            return Err(WireError::OutOfRange {
+                field: "piece head",
+                value: part as u64,
+            });
+        }
+        let n = r.u16()? as usize;
+        if n.saturating_mul(32) > r.remaining() {
+            return Err(WireError::OutOfRange {
+                field: "block hashes",
+                value: n as u64,
+            });
+        }
+        let mut hashes = Vec::with_capacity(n);
+        for _ in 0..n {
+            hashes.push(r.hash()?);
+        }
+        check_max(
+            "block hashes",
+            first_block as u64 + n as u64,
+            MAX_BLOCKS as u64,
+        )?;
+        r.finish()?;
+        Ok(CataloguePiece {
+            signer,
+            version,
+            session,
+            items,
+            item: ItemId(item),
+            part,
+            parts,
+            first_block,
+            head,
+            hashes,
+        })
+    }
+
+    /// Appends the piece's bytes (to be signed) to `buf`.
+    pub fn emit(&self, buf: &mut Vec<u8>) {
+        let mut w = Writer::with_header(buf, kind::CATALOGUE_PIECE);
+        w.bytes(&self.signer)
+            .u64(self.version)
+            .u32(self.session.0)
+            .u32(self.items)
+            .u32(self.item.0)
+            .u16(self.part)
+            .u16(self.parts)
+            .u32(self.first_block);
+        match &self.head {
+            None => {
+                w.u8(0);
+            }
+            Some(h) => {
+                w.u8(1).string(&h.name).u64(h.size).bytes(&h.hash);
+                h.fec.emit_body(&mut w);
+                w.u32(h.mode).u64(h.mtime as u64);
+            }
+        }
+        w.u16(self.hashes.len().min(u16::MAX as usize) as u16);
+        for h in self.hashes.iter().take(u16::MAX as usize) {
+            w.bytes(h);
+        }
+    }
+}
+
+/// Bytes of an item's head in a piece.
+fn head_len(name: &str) -> usize {
+    2 + name.len().min(MAX_NAME_LEN) + 8 + 32 + 7 + 4 + 8
+}
+
+/// Cuts one item's description into pieces of about [`PIECE_TARGET`]
+/// bytes with their signature: the head and as many block hashes as fit,
+/// then the rest of the hashes. `base` gives every field but the part's.
+pub fn split_item(
+    base: &CataloguePiece,
+    head: ItemHead,
+    hashes: &[[u8; 32]],
+) -> Vec<CataloguePiece> {
+    let room = |with_head: bool| {
+        let used = PIECE_FIXED + SIGNATURE_LEN + if with_head { head_len(&head.name) } else { 0 };
+        (PIECE_TARGET.saturating_sub(used) / 32).max(1)
+    };
+    let first = room(true).min(hashes.len());
+    let mut cuts = vec![(0, first)];
+    let mut at = first;
+    while at < hashes.len() {
+        let n = room(false).min(hashes.len() - at);
+        cuts.push((at, n));
+        at += n;
+    }
+    let parts = cuts.len().min(u16::MAX as usize) as u16;
+    (cuts.into_iter().take(parts as usize).enumerate())
+        .map(|(i, (from, n))| CataloguePiece {
+            part: i as u16,
+            parts,
+            first_block: from as u32,
+            head: (i == 0).then(|| head.clone()),
+            hashes: hashes[from..from + n].to_vec(),
+            ..base.clone()
+        })
+        .collect()
+}

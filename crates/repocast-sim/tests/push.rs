@@ -1,0 +1,220 @@
+//! Push mode end to end on a virtual LAN: the push and listen endpoints
+//! that `repocast push` and `repocast listen` run, with the shipped
+//! [`Profile::Push`] settings, through seeded loss.
+
+mod common;
+
+use common::seed_or;
+use repocast_core::Instant;
+use repocast_core::auth::Identity;
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::listen::ListenConfig;
+use repocast_core::endpoint::push::{PushConfig, PushEndpoint};
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
+use repocast_sim::push_lan::{PushLan, PushListener, PushReport, push_items};
+use std::time::Duration;
+
+fn bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut r = Rng::new(seed);
+    (0..len).map(|_| r.next_u64() as u8).collect()
+}
+
+fn config() -> PushConfig {
+    PushConfig {
+        server: Profile::Push.server(),
+        redundancy: None,
+    }
+}
+
+fn listener(loss: f64, join_s: f64) -> PushListener {
+    let mut cfg = ListenConfig::new(Profile::Push.client());
+    cfg.trust = Some(Identity::from_seed([7; 32]).public());
+    PushListener {
+        cfg,
+        loss: LossSpec::Bernoulli { p: loss },
+        join_at: Instant::from_nanos((join_s * 1e9) as u64),
+        crash_at: None,
+    }
+}
+
+fn secs(s: f64) -> Instant {
+    Instant::from_nanos((s * 1e9) as u64)
+}
+
+fn check_files(r: &PushReport, files: &[(String, Vec<u8>)]) {
+    assert!(
+        r.outcomes.iter().all(|o| o.result.is_ok()),
+        "{:?}",
+        r.outcomes
+    );
+    assert_eq!(r.outcomes.len(), files.len());
+    for (n, b) in files {
+        assert!(r.files.get(n) == Some(b), "{n} differs");
+    }
+}
+
+/// Source symbols of `files` under the push profile.
+fn symbols(files: &[(String, Vec<u8>)]) -> u64 {
+    let t = Profile::Push.server().symbol_size as u64;
+    files.iter().map(|f| (f.1.len() as u64).div_ceil(t)).sum()
+}
+
+#[test]
+fn listeners_at_0_20_and_50_percent_loss_all_verify_near_the_bound() {
+    let seed = seed_or(1);
+    let files = vec![("big.bin".to_string(), bytes(3 << 20, seed))];
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    for (i, loss) in [0.0, 0.2, 0.5].into_iter().enumerate() {
+        lan.listener(listener(loss, 0.0), seed + i as u64);
+    }
+    lan.run(secs(60.0));
+    let k = symbols(&files);
+    for (r, loss) in lan.reports().iter().zip([0.0, 0.2, 0.5]) {
+        check_files(r, &files);
+        // Fcast: about k / (1 - loss) packets on the group, whatever the
+        // loss (the catalogue's first copy is there within a period).
+        let ratio = r.data_sent as f64 * (1.0 - loss) / k as f64;
+        assert!(ratio < 1.06, "loss {loss}: {ratio:.3} of the bound");
+        assert!(r.data_heard >= k, "decoded from fewer than k symbols");
+    }
+}
+
+#[test]
+fn a_listener_tuning_in_mid_pass_completes_near_the_bound() {
+    let seed = seed_or(2);
+    let files = vec![("f.bin".to_string(), bytes(4 << 20, seed))];
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    // A pass of 4 MiB at 100 Mbit/s takes about 0.35 s.
+    for (i, (loss, join)) in [(0.05, 0.13), (0.3, 0.21)].into_iter().enumerate() {
+        lan.listener(listener(loss, join), seed + i as u64);
+    }
+    lan.run(secs(60.0));
+    let k = symbols(&files);
+    for (r, loss) in lan.reports().iter().zip([0.05, 0.3]) {
+        check_files(r, &files);
+        let ratio = r.data_sent as f64 * (1.0 - loss) / k as f64;
+        assert!(ratio < 1.08, "loss {loss}: {ratio:.3}");
+    }
+}
+
+#[test]
+fn a_pinned_listener_ignores_another_pusher_and_older_versions() {
+    let seed = seed_or(3);
+    let files = vec![
+        ("a.txt".to_string(), bytes(300_000, seed)),
+        ("b.txt".to_string(), bytes(5_000, seed + 1)),
+    ];
+    // Another pusher on the same groups, its own key, other bytes under
+    // the same names, and a higher version.
+    let evil_files = vec![
+        ("a.txt".to_string(), bytes(300_000, seed + 9)),
+        ("b.txt".to_string(), bytes(5_000, seed + 10)),
+    ];
+    let (items, mut evil_src) = push_items(&evil_files, &fec()).expect("items");
+    let mut evil = PushEndpoint::new(
+        Instant::ZERO,
+        config(),
+        Identity::from_seed([9; 32]),
+        1_000,
+        items,
+    )
+    .expect("evil");
+    // Version 1 of the real set, recorded for a replay later.
+    let old_files = vec![("a.txt".to_string(), bytes(300_000, seed + 20))];
+    let (old_items, mut old_src) = push_items(&old_files, &fec()).expect("items");
+    let mut old = PushEndpoint::new(
+        Instant::ZERO,
+        config(),
+        Identity::from_seed([7; 32]),
+        1,
+        old_items,
+    )
+    .expect("old");
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 2, &files).expect("lan");
+    let mut buf = Vec::new();
+    let mut t = Instant::ZERO;
+    for _ in 0..3000 {
+        for (ep, src) in [(&mut evil, &mut evil_src), (&mut old, &mut old_src)] {
+            while let Some(d) = ep.poll_transmit(t, src, &mut buf) {
+                let ch = match d {
+                    repocast_core::endpoint::Dest::Announce => Channel::Announce,
+                    _ => Channel::Data,
+                };
+                lan.inject(t, ch, buf.clone());
+            }
+        }
+        t = t + Duration::from_micros(300);
+    }
+    let mut l = listener(0.1, 0.0);
+    l.cfg.timeout = Duration::from_secs(10);
+    lan.listener(l, seed);
+    lan.run(secs(30.0));
+    let r = &lan.reports()[0];
+    check_files(r, &files);
+    assert!(r.stats.foreign > 0, "the other pusher's pieces were seen");
+    assert!(r.stats.stale > 0, "the old version's pieces were seen");
+    assert!(r.stats.other_session > 0, "their data was seen");
+    assert_eq!(r.versions, vec![2]);
+}
+
+fn fec() -> repocast_core::wire::FecParams {
+    let s = Profile::Push.server();
+    repocast_core::wire::FecParams {
+        code: s.code,
+        symbol_size: s.symbol_size,
+        max_block_symbols: s.max_block_symbols,
+    }
+}
+
+#[test]
+fn an_unpinned_listener_takes_the_first_signer() {
+    let files = vec![("x".to_string(), bytes(10_000, 5))];
+    let mut lan = PushLan::new(config(), Identity::from_seed([4; 32]), 1, &files).expect("lan");
+    let mut l = listener(0.0, 0.0);
+    l.cfg.trust = None;
+    lan.listener(l, 1);
+    lan.run(secs(10.0));
+    check_files(&lan.reports()[0], &files);
+}
+
+#[test]
+fn a_satellite_listener_takes_an_added_and_a_changed_file() {
+    let seed = seed_or(4);
+    let v1 = vec![
+        ("keep.txt".to_string(), bytes(200_000, seed)),
+        ("change.txt".to_string(), bytes(100_000, seed + 1)),
+    ];
+    let mut v2 = v1.clone();
+    v2[1].1 = bytes(120_000, seed + 2);
+    v2.push(("new.txt".to_string(), bytes(50_000, seed + 3)));
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &v1).expect("lan");
+    let mut l = listener(0.2, 0.0);
+    l.cfg.satellite = true;
+    lan.listener(l, seed);
+    lan.run(secs(3.0));
+    let r = &lan.reports()[0];
+    check_files(r, &v1);
+    lan.replace(2, &v2).expect("replace");
+    lan.run(secs(8.0));
+    let r = &lan.reports()[0];
+    assert_eq!(r.versions, vec![1, 2]);
+    check_files(r, &v2);
+}
+
+#[test]
+fn a_listener_killed_at_half_resumes_without_rewriting_verified_blocks() {
+    let seed = seed_or(5);
+    let files = vec![("f.bin".to_string(), bytes(12 << 20, seed))];
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    let mut l = listener(0.2, 0.0);
+    // 12 MiB at 100 Mbit/s and 20% loss: about 1.3 s; killed at ~half.
+    l.crash_at = Some(secs(0.65));
+    lan.listener(l, seed);
+    lan.run(secs(60.0));
+    let r = &lan.reports()[0];
+    check_files(r, &files);
+    let blocks = symbols(&files).div_ceil(Profile::Push.server().max_block_symbols as u64);
+    assert_eq!(r.blocks_written, blocks, "every block written once");
+}
