@@ -30,6 +30,17 @@ pub const DATA_GROUP_V6: Ipv6Addr = Ipv6Addr::new(0xff15, 0, 0, 0, 0, 0, 0, 0x47
 /// Default IPv6 announcement group.
 pub const ANNOUNCE_GROUP_V6: Ipv6Addr = Ipv6Addr::new(0xff15, 0, 0, 0, 0, 0, 0, 0x4702);
 
+/// UDP port of push mode's data group.
+pub const PUSH_DATA_PORT: u16 = 4711;
+/// UDP port of push mode's catalogue (announcement) group.
+pub const PUSH_ANNOUNCE_PORT: u16 = 4712;
+/// HTTP port of `repocast push`'s `/metrics` and `/status`.
+pub const PUSH_METRICS_PORT: u16 = 4713;
+/// Default IPv4 group of push mode's data.
+pub const PUSH_DATA_GROUP_V4: Ipv4Addr = Ipv4Addr::new(239, 255, 47, 11);
+/// Default IPv4 group of push mode's catalogue.
+pub const PUSH_ANNOUNCE_GROUP_V4: Ipv4Addr = Ipv4Addr::new(239, 255, 47, 12);
+
 /// Parses a rate in bits per second: `100M`, `1G`, `250k`, `1.5G`, `80000`.
 pub fn parse_rate(s: &str) -> Result<u64, NetError> {
     let s = s.trim();

@@ -90,6 +90,23 @@ pub enum NetError {
     /// A key, key file or known-servers file that cannot be used.
     #[error("{0}")]
     Key(String),
+    /// The popularity file does not parse.
+    #[error("popularity file {path}: {msg}")]
+    Popularity {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The file watcher could not start.
+    #[error("watching {path}: {source}")]
+    Watch {
+        /// The folder.
+        path: String,
+        /// Why.
+        #[source]
+        source: notify::Error,
+    },
     /// A background task failed.
     #[error("task: {0}")]
     Task(#[from] tokio::task::JoinError),

@@ -25,6 +25,8 @@ pub struct Snapshot {
     pub scheme: String,
     /// Seconds since start.
     pub uptime_s: f64,
+    /// Push mode: the catalogue version on air and the pusher's counters.
+    pub push: Option<(u64, repocast_core::endpoint::push::PushStats)>,
 }
 
 /// Shared handle the server writes and the HTTP task reads.
@@ -144,6 +146,32 @@ pub fn prometheus(s: &Snapshot) -> String {
             o,
             "repocast_client_items_done{{client=\"{id}\"}} {}",
             c.done
+        );
+    }
+    if let Some((version, p)) = &s.push {
+        gauge(
+            &mut o,
+            "push_catalogue_version",
+            "Catalogue version on air.",
+            *version as f64,
+        );
+        counter(
+            &mut o,
+            "push_catalogue_pieces_total",
+            "Signed catalogue pieces sent.",
+            p.catalogue_pieces,
+        );
+        counter(
+            &mut o,
+            "push_passes_total",
+            "Fcast passes over an item begun.",
+            p.passes,
+        );
+        counter(
+            &mut o,
+            "push_versions_total",
+            "Catalogue versions published.",
+            p.versions,
         );
     }
     o

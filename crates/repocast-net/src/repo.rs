@@ -29,6 +29,8 @@ pub struct RepoFile {
     pub size: u64,
     /// Modification time, nanoseconds since the epoch.
     pub mtime_ns: u128,
+    /// Unix permission bits.
+    pub mode: u32,
     /// What the core needs to know.
     pub info: ItemInfo,
 }
@@ -215,6 +217,7 @@ impl Repository {
                 path,
                 size,
                 mtime_ns: mtime,
+                mode: std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o7777,
                 info: ItemInfo {
                     name,
                     size,

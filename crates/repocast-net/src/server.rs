@@ -443,7 +443,7 @@ impl Pump {
 
 /// Sends one datagram, waiting for room only when the socket buffer is
 /// full.
-async fn send_datagram(sock: &tokio::net::UdpSocket, buf: &[u8], to: SocketAddr) {
+pub(crate) async fn send_datagram(sock: &tokio::net::UdpSocket, buf: &[u8], to: SocketAddr) {
     match sock.try_send_to(buf, to) {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {

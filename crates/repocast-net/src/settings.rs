@@ -80,7 +80,7 @@ impl Default for ServeOptions {
 }
 
 /// Deserializers for the settings file's friendlier forms.
-mod de {
+pub(crate) mod de {
     use crate::socket::Interface;
     use serde::{Deserialize, Deserializer, de::Error};
     use std::net::SocketAddr;

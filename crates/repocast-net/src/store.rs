@@ -104,6 +104,8 @@ pub struct Store {
     /// Journals left by earlier runs, by their item's name key (listed
     /// once at start, for [`BlockStore::held`]).
     journals: HashMap<String, Vec<PathBuf>>,
+    /// Mode and mtime to give items' files (push mode).
+    attrs: HashMap<ItemId, (u32, i64)>,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
@@ -173,6 +175,7 @@ impl Store {
             items: HashMap::new(),
             batch: journal_batch,
             overwrite: false,
+            attrs: HashMap::new(),
         })
     }
 
@@ -475,6 +478,10 @@ impl BlockStore for Store {
     /// Every block is in: checks the whole hash, then fsyncs and renames the
     /// file into place. Returns whether it verified (a mismatch discards the
     /// temporary file and journal).
+    fn set_attributes(&mut self, item: ItemId, mode: u32, mtime: i64) {
+        self.attrs.insert(item, (mode, mtime));
+    }
+
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
         let p = self
             .items
@@ -505,6 +512,9 @@ impl BlockStore for Store {
         // The folders were checked at open; check again just before the
         // rename (the folder may have changed meanwhile).
         check_parents(&self.root, &p.final_path)?;
+        if let Some((mode, mtime)) = self.attrs.remove(&item) {
+            set_attributes(&p.tmp, mode, mtime)?;
+        }
         fs::rename(&p.tmp, &p.final_path).map_err(|e| StoreError::io(&p.final_path, e))?;
         if let Some(parent) = p.final_path.parent() {
             sync_dir(parent);
@@ -514,6 +524,26 @@ impl BlockStore for Store {
         drop(p.lock);
         Ok(true)
     }
+}
+
+/// Gives a verified file the pusher's permission bits (read and write
+/// bits only: a pusher cannot make a set-user-id or executable-by-surprise
+/// file beyond what its mode says for owner, group and others) and mtime.
+fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    let when = if mtime >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime as u64)
+    } else {
+        std::time::UNIX_EPOCH
+    };
+    f.set_modified(when).map_err(|e| StoreError::io(path, e))?;
+    // Owner read and write always, so the listener can update it later.
+    let bits = (mode & 0o777) | 0o600;
+    fs::set_permissions(path, fs::Permissions::from_mode(bits)).map_err(|e| StoreError::io(path, e))
 }
 
 #[cfg(test)]

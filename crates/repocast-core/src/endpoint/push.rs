@@ -29,6 +29,10 @@ pub const CATALOGUE_PERIOD: Duration = Duration::from_millis(250);
 /// is repeated less often.
 pub const CATALOGUE_SHARE: f64 = 0.05;
 
+/// Copies of the catalogue a pusher with a target redundancy sends before
+/// it stops.
+pub const MIN_CATALOGUE_COPIES: u64 = 4;
+
 /// One file of the pushed set.
 #[derive(Debug, Clone)]
 pub struct PushItem {
@@ -77,6 +81,9 @@ pub struct PushEndpoint {
     /// Data packets sent and source symbols, per item.
     sent: Vec<(u64, u64)>,
     items: usize,
+    /// Catalogue pieces sent of this version.
+    pieces_sent: u64,
+    current: Vec<PushItem>,
     stats: PushStats,
 }
 
@@ -111,6 +118,8 @@ impl PushEndpoint {
             piece_gap: CATALOGUE_PERIOD,
             sent: Vec::new(),
             items: 0,
+            pieces_sent: 0,
+            current: Vec::new(),
             stats: PushStats::default(),
         };
         e.replace(now, version, items)?;
@@ -182,16 +191,29 @@ impl PushEndpoint {
             .max(bytes as f64 * 8.0 / (data_bps * CATALOGUE_SHARE));
         let share = bytes as f64 * 8.0 / period / data_bps;
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
-        self.server = Server::new(cfg, items.into_iter().map(|i| i.info).collect())?;
+        self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
+        self.current = items;
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
         self.items = sent.len();
         self.sent = sent;
         self.pieces = pieces;
         self.next_piece = 0;
+        self.pieces_sent = 0;
         self.piece_at = now;
         self.version = version;
         self.stats.versions += 1;
         Ok(())
+    }
+
+    /// The file set on air.
+    pub fn items(&self) -> &[PushItem] {
+        &self.current
+    }
+
+    /// The scheduler the next [`PushEndpoint::replace`] uses (MAD weights
+    /// are by item id, so they change with the file set).
+    pub fn set_scheduler(&mut self, s: crate::sched::SchedulerKind) {
+        self.cfg.server.scheduler = s;
     }
 
     /// The catalogue version on air.
@@ -229,11 +251,20 @@ impl PushEndpoint {
             .min(if self.items == 0 { 0.0 } else { f64::INFINITY })
     }
 
-    /// Whether the target redundancy has been sent (never without one).
-    pub fn is_finished(&self) -> bool {
+    /// Whether the target redundancy of data has been sent (never
+    /// without one).
+    fn data_done(&self) -> bool {
         self.cfg
             .redundancy
             .is_some_and(|r| self.items > 0 && self.redundancy_sent() >= r)
+    }
+
+    /// Whether the pusher is done: the target redundancy sent, and the
+    /// catalogue at least [`MIN_CATALOGUE_COPIES`] times (a listener keeps
+    /// data that came before the catalogue, so a short push of small files
+    /// is still received).
+    pub fn is_finished(&self) -> bool {
+        self.data_done() && self.pieces_sent >= MIN_CATALOGUE_COPIES * self.pieces.len() as u64
     }
 
     /// When to call [`PushEndpoint::poll_transmit`] next.
@@ -241,7 +272,7 @@ impl PushEndpoint {
         if self.is_finished() {
             return None;
         }
-        let data = if self.items > 0 {
+        let data = if self.items > 0 && !self.data_done() {
             self.server.poll_timeout()
         } else {
             None
@@ -274,9 +305,10 @@ impl PushEndpoint {
                 next
             };
             self.stats.catalogue_pieces += 1;
+            self.pieces_sent += 1;
             return Some(Dest::Announce);
         }
-        if self.items == 0 {
+        if self.items == 0 || self.data_done() {
             return None;
         }
         loop {

@@ -1,0 +1,246 @@
+//! `repocast listen`: the core's [`ListenEndpoint`] on real sockets.
+//!
+//! One task owns the endpoint and its [`Store`]. It joins the two groups
+//! (through the optional [`LossySocket`] emulation), feeds the endpoint
+//! what they deliver, wakes it at its deadline, and passes its events on
+//! (progress bars, logs). No packet goes back: push mode has no back
+//! channel. Signatures, versions, selection, decoding, the memory bound,
+//! storing, verifying and outcomes are the endpoint's. The newest
+//! catalogue version taken from a pinned key is recorded in the output
+//! folder, so a restarted listener refuses older (replayed) ones too.
+
+use crate::fault::LossySocket;
+use crate::repo::STATE_DIR;
+use crate::socket::{self, Interface};
+use crate::store::Store;
+use crate::{NetError, core_now};
+use repocast_core::auth::PublicKey;
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::client::Outcome;
+use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenEvent, ListenStats};
+use repocast_core::loss::LossSpec;
+use repocast_core::profile::Profile;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+
+/// What to receive and how.
+#[derive(Debug, Clone)]
+pub struct ListenOptions {
+    /// Data group and port.
+    pub data_group: SocketAddr,
+    /// Catalogue group and port.
+    pub announce_group: SocketAddr,
+    /// Interface to join on.
+    pub interface: Interface,
+    /// Output folder.
+    pub out: PathBuf,
+    /// Item name patterns (empty: all).
+    pub select: Vec<String>,
+    /// Stay tuned for new versions.
+    pub satellite: bool,
+    /// The signer to accept (None: the first seen).
+    pub trust: Option<PublicKey>,
+    /// TIDDO: give up after this long without a catalogue or progress.
+    pub timeout: Duration,
+    /// Emulated loss on received datagrams (seeded).
+    pub loss: LossSpec,
+    /// Seed of the loss emulation.
+    pub seed: u64,
+    /// Bytes of partly received blocks kept in memory.
+    pub memory_budget: u64,
+    /// Verified bytes between journal commits.
+    pub journal_batch: u64,
+    /// Replace existing files that differ (always in satellite mode).
+    pub overwrite: bool,
+}
+
+impl ListenOptions {
+    /// Defaults: the push groups, all items, into `out`.
+    pub fn new(out: PathBuf) -> Self {
+        ListenOptions {
+            data_group: (crate::addr::PUSH_DATA_GROUP_V4, crate::addr::PUSH_DATA_PORT).into(),
+            announce_group: (
+                crate::addr::PUSH_ANNOUNCE_GROUP_V4,
+                crate::addr::PUSH_ANNOUNCE_PORT,
+            )
+                .into(),
+            interface: Interface::default(),
+            out,
+            select: Vec::new(),
+            satellite: false,
+            trust: None,
+            timeout: Duration::from_secs(60),
+            loss: LossSpec::NONE,
+            seed: 1,
+            memory_budget: crate::client::MEMORY_BUDGET,
+            journal_batch: crate::store::JOURNAL_BATCH,
+            overwrite: false,
+        }
+    }
+}
+
+/// How a listen went.
+#[derive(Debug, Clone)]
+pub struct ListenReport {
+    /// Every selected item, verified or failed with a reason.
+    pub items: Vec<Outcome>,
+    /// Why the run ended early, if it did.
+    pub ended: Option<String>,
+    /// From start to the end.
+    pub elapsed: Duration,
+    /// The signer accepted.
+    pub signer: Option<PublicKey>,
+    /// The catalogue version received.
+    pub version: Option<u64>,
+    /// The endpoint's counters.
+    pub stats: ListenStats,
+    /// Datagrams received from the groups.
+    pub datagrams: u64,
+    /// Datagrams dropped by the loss emulation.
+    pub emulated_losses: u64,
+    /// Blocks taken from a previous run's journal.
+    pub resumed_blocks: u64,
+    /// Decoded blocks that failed their signed hash (forged or corrupt
+    /// symbols; the block was received again).
+    pub corrupt_blocks: u64,
+}
+
+impl ListenReport {
+    /// Whether every selected item verified (and there was one).
+    pub fn all_ok(&self) -> bool {
+        !self.items.is_empty() && self.items.iter().all(|o| o.result.is_ok())
+    }
+}
+
+/// Most datagrams read from one group per wake-up.
+const RECV_BATCH: usize = 512;
+/// The file recording the newest version taken per signer.
+const VERSIONS_FILE: &str = "push-versions";
+
+/// The newest version recorded for `key` under `out`.
+fn recorded_version(out: &Path, key: &PublicKey) -> u64 {
+    let k = key.to_string();
+    std::fs::read_to_string(out.join(STATE_DIR).join(VERSIONS_FILE))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .filter_map(|l| l.split_once(' '))
+                .filter(|(a, _)| *a == k)
+                .filter_map(|(_, v)| v.trim().parse().ok())
+                .max()
+        })
+        .unwrap_or(0)
+}
+
+/// Records `version` as the newest taken from `key`.
+fn record_version(out: &Path, key: &PublicKey, version: u64) {
+    let dir = out.join(STATE_DIR);
+    let path = dir.join(VERSIONS_FILE);
+    let k = key.to_string();
+    let mut lines: Vec<String> = std::fs::read_to_string(&path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with(&k))
+        .map(str::to_owned)
+        .collect();
+    lines.push(format!("{k} {version}"));
+    let tmp = dir.join(format!("{VERSIONS_FILE}.tmp"));
+    let ok = std::fs::create_dir_all(&dir)
+        .and_then(|_| std::fs::write(&tmp, lines.join("\n") + "\n"))
+        .and_then(|_| std::fs::rename(&tmp, &path));
+    if let Err(e) = ok {
+        tracing::warn!("{}: {e}", path.display());
+    }
+}
+
+/// `repocast listen`: receives the selected items into `opts.out`. Ends
+/// when every item has an outcome (TIDDO), or on `stop` (satellite).
+pub async fn listen(
+    opts: ListenOptions,
+    progress: Option<mpsc::UnboundedSender<ListenEvent>>,
+    mut stop: Option<watch::Receiver<bool>>,
+) -> Result<ListenReport, NetError> {
+    super::push::options::check_groups(opts.data_group, opts.announce_group)?;
+    let started = std::time::Instant::now();
+    let store =
+        Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite || opts.satellite);
+    let mut cfg = ListenConfig::new(Profile::Push.client());
+    cfg.trust = opts.trust;
+    cfg.select = opts.select.clone();
+    cfg.satellite = opts.satellite;
+    cfg.timeout = opts.timeout;
+    cfg.memory_budget = opts.memory_budget;
+    cfg.min_version = opts.trust.map_or(0, |k| recorded_version(&opts.out, &k));
+    let start = std::time::Instant::now();
+    let mut ep = ListenEndpoint::new(core_now(start), cfg, store);
+    let mut data = LossySocket::new(
+        socket::receiver(&opts.data_group, &opts.interface, None)?,
+        opts.loss,
+        opts.seed ^ 0x1055,
+    );
+    let mut announce = LossySocket::new(
+        socket::receiver(&opts.announce_group, &opts.interface, None)?,
+        opts.loss,
+        opts.seed ^ 0x00a1_055a,
+    );
+    let mut dgram = vec![0u8; 65536];
+    loop {
+        while let Some(ev) = ep.poll_event() {
+            match &ev {
+                ListenEvent::Version { version, .. } => {
+                    if let Some(k) = ep.signer() {
+                        record_version(&opts.out, &k, *version);
+                    }
+                }
+                _ => {}
+            }
+            if let Some(tx) = &progress {
+                let _ = tx.send(ev);
+            }
+        }
+        if ep.is_finished() {
+            break;
+        }
+        let deadline = crate::sleep_target(ep.poll_timeout(), start);
+        let stopping = async {
+            match stop.as_mut() {
+                Some(s) => {
+                    let _ = s.changed().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = data.readable() => {
+                for _ in 0..RECV_BATCH {
+                    let Some((n, _)) = data.try_recv(&mut dgram) else { break };
+                    ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+                }
+            }
+            _ = announce.readable() => {
+                for _ in 0..RECV_BATCH {
+                    let Some((n, _)) = announce.try_recv(&mut dgram) else { break };
+                    ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
+                }
+            }
+            _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
+            _ = stopping => break,
+        }
+    }
+    let client = ep.receiver().map(|r| r.client_stats()).unwrap_or_default();
+    let resumed_blocks = ep.receiver().map_or(0, |r| r.stats().resumed_blocks);
+    Ok(ListenReport {
+        items: ep.outcomes(),
+        ended: ep.ended().map(str::to_owned),
+        elapsed: started.elapsed(),
+        signer: ep.signer(),
+        version: ep.version(),
+        stats: ep.stats(),
+        datagrams: data.received + announce.received,
+        emulated_losses: data.dropped + announce.dropped,
+        resumed_blocks,
+        corrupt_blocks: client.corrupt_blocks,
+    })
+}

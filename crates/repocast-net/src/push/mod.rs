@@ -1,0 +1,351 @@
+//! `repocast push`: the core's [`PushEndpoint`] on real sockets.
+//!
+//! One task owns the endpoint. It sends what `poll_transmit` gives (signed
+//! catalogue pieces to the announcement group, Fcast passes to the data
+//! group, paced by the core), sleeps until the endpoint's next deadline,
+//! and publishes counters for `/metrics`. With `watch` on, changes in the
+//! folder (inotify through `notify`, or SIGHUP) trigger a rescan a second
+//! after things go quiet; a changed file set goes out as a new catalogue
+//! version (numbered by the wall clock in milliseconds, so a restarted
+//! pusher's versions are newer still). It stops on [`PushHandle::stop`]
+//! or once the target redundancy is sent.
+
+pub mod options;
+pub mod popularity;
+
+use crate::metrics::{self, Shared, Snapshot};
+use crate::repo::{FileSource, Repository, STATE_DIR};
+use crate::{NetError, core_now, keys, socket};
+pub use options::{PushOptions, PushScheduler};
+use repocast_core::auth::PublicKey;
+use repocast_core::endpoint::Dest;
+use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
+use repocast_core::profile::Profile;
+use repocast_core::sched::SchedulerKind;
+use repocast_core::wire::FecParams;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, watch};
+
+/// Quiet time after a change in the folder before it is rescanned.
+pub const RESCAN_QUIET: Duration = Duration::from_secs(1);
+
+/// A running pusher.
+pub struct PushHandle {
+    /// One line for the operator.
+    pub banner: String,
+    /// The signing key's public half (what listeners pin).
+    pub key: PublicKey,
+    /// Where metrics listen, if on.
+    pub metrics_addr: Option<SocketAddr>,
+    shutdown: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<Result<PushStats, NetError>>,
+    shared: Shared,
+}
+
+impl PushHandle {
+    /// Stops the pusher and returns its counters.
+    pub async fn stop(self) -> Result<PushStats, NetError> {
+        let _ = self.shutdown.send(true);
+        self.task.await.map_err(NetError::Task)?
+    }
+
+    /// Waits until the pusher stops on its own (the target redundancy).
+    pub async fn finished(&mut self) -> Result<PushStats, NetError> {
+        (&mut self.task).await.map_err(NetError::Task)?
+    }
+
+    /// The latest published snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        match self.shared.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+/// The file set, its weights and a source over it.
+struct Scan {
+    items: Vec<PushItem>,
+    scheduler: SchedulerKind,
+    source: FileSource,
+    skipped: usize,
+    bytes: u64,
+}
+
+fn scan(opts: &PushOptions, fec: &FecParams) -> Result<Scan, NetError> {
+    let repo = Repository::scan(&opts.dir, fec)?;
+    let names: Vec<&str> = repo.files.iter().map(|f| f.info.name.as_str()).collect();
+    let scheduler = match opts.scheduler {
+        PushScheduler::Flat => SchedulerKind::Flat,
+        PushScheduler::Mad => {
+            let by_name = match &opts.popularity {
+                Some(p) => {
+                    let (w, skipped) = popularity::read(p)?;
+                    if skipped > 0 {
+                        tracing::warn!("{}: {skipped} lines skipped", p.display());
+                    }
+                    w
+                }
+                None => HashMap::new(),
+            };
+            SchedulerKind::Mad {
+                weights: popularity::weights_for(&names, &by_name),
+            }
+        }
+    };
+    let items = (repo.files.iter())
+        .map(|f| PushItem {
+            info: f.info.clone(),
+            mode: f.mode,
+            mtime: (f.mtime_ns / 1_000_000_000) as i64,
+        })
+        .collect();
+    Ok(Scan {
+        items,
+        scheduler,
+        source: repo.source(),
+        skipped: repo.skipped,
+        bytes: repo.files.iter().map(|f| f.size).sum(),
+    })
+}
+
+/// A version number above `last`: the wall clock in milliseconds.
+fn next_version(last: u64) -> u64 {
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    ms.max(last + 1)
+}
+
+/// Scans the folder, binds the sockets and starts pushing.
+pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
+    opts.validate()?;
+    let fec = FecParams {
+        code: opts.code,
+        symbol_size: opts.symbol_size,
+        max_block_symbols: opts.max_block.unwrap_or(opts.code.default_block_symbols()),
+    };
+    let o = opts.clone();
+    let first = tokio::task::spawn_blocking(move || scan(&o, &fec))
+        .await
+        .map_err(NetError::Task)??;
+    let identity = match &opts.key {
+        Some(path) => keys::load_or_create(path)?,
+        None => keys::generate_identity()?,
+    };
+    let key = identity.public();
+    let mut server = Profile::Push.server();
+    server.code = opts.code;
+    server.symbol_size = opts.symbol_size;
+    server.max_block_symbols = fec.max_block_symbols;
+    server.seed = opts.seed;
+    server.scheduler = first.scheduler.clone();
+    server.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
+    let cfg = PushConfig {
+        server,
+        redundancy: opts.redundancy,
+    };
+    let start = std::time::Instant::now();
+    let version = next_version(0);
+    let n = first.items.len();
+    let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
+    let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl, None)?;
+    let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl, None)?;
+    let shared: Shared = Arc::new(Mutex::new(Snapshot {
+        items: n,
+        scheme: "push".into(),
+        ..Default::default()
+    }));
+    let metrics_addr = match opts.metrics {
+        Some(a) => {
+            let l = TcpListener::bind(a)
+                .await
+                .map_err(|e| NetError::socket(format!("metrics on {a}"), e))?;
+            let la = l
+                .local_addr()
+                .map_err(|e| NetError::socket("local address", e))?;
+            tokio::spawn(metrics::serve(l, shared.clone()));
+            Some(la)
+        }
+        None => None,
+    };
+    let banner = format!(
+        "repocast push {}: {n} files, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {}{}; version {version}; key {key}",
+        opts.dir.display(),
+        first.bytes as f64 / (1 << 20) as f64,
+        match first.skipped {
+            0 => String::new(),
+            k => format!(" ({k} unreadable skipped)"),
+        },
+        opts.data_group,
+        opts.announce_group,
+        opts.ttl,
+        opts.rate_bps as f64 / 1e6,
+        match opts.scheduler {
+            PushScheduler::Mad if opts.popularity.is_some() => "mad (by popularity)",
+            PushScheduler::Mad => "mad (no popularity: flat)",
+            PushScheduler::Flat => "flat",
+        },
+        opts.code.name(),
+        match opts.redundancy {
+            Some(r) => format!("stop after {r}x each file"),
+            None => "until stopped".into(),
+        },
+        metrics_addr.map_or(String::new(), |a| format!(", metrics http://{a}/metrics")),
+    );
+    let (tx, rx) = watch::channel(false);
+    let pump = Pump {
+        endpoint,
+        source: first.source,
+        data,
+        announce,
+        opts,
+        fec,
+        shared: shared.clone(),
+        start,
+    };
+    let task = tokio::spawn(pump.run(rx));
+    Ok(PushHandle {
+        banner,
+        key,
+        metrics_addr,
+        shutdown: tx,
+        task,
+        shared,
+    })
+}
+
+struct Pump {
+    endpoint: PushEndpoint,
+    source: FileSource,
+    data: tokio::net::UdpSocket,
+    announce: tokio::net::UdpSocket,
+    opts: PushOptions,
+    fec: FecParams,
+    shared: Shared,
+    start: std::time::Instant,
+}
+
+impl Pump {
+    async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<PushStats, NetError> {
+        let (change_tx, mut change_rx) = mpsc::channel::<()>(16);
+        // Kept alive for the run: dropping it stops the watch.
+        let _watcher = if self.opts.watch {
+            Some(watch_dir(&self.opts.dir, change_tx.clone())?)
+        } else {
+            None
+        };
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .map_err(|e| NetError::socket("SIGHUP handler", e))?;
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut rescan_at: Option<tokio::time::Instant> = None;
+        let mut buf = Vec::with_capacity(2048);
+        loop {
+            self.drain(&mut buf).await;
+            if self.endpoint.is_finished() {
+                break;
+            }
+            let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
+            tokio::select! {
+                _ = crate::sleep_until(deadline) => {}
+                Some(()) = change_rx.recv() => {
+                    rescan_at = Some(tokio::time::Instant::now() + RESCAN_QUIET);
+                }
+                _ = hup.recv() => rescan_at = Some(tokio::time::Instant::now()),
+                _ = crate::sleep_until(rescan_at) => {
+                    rescan_at = None;
+                    self.rescan().await;
+                }
+                _ = tick.tick() => self.publish(),
+                _ = shutdown.changed() => break,
+            }
+        }
+        self.publish();
+        Ok(self.endpoint.stats())
+    }
+
+    async fn drain(&mut self, buf: &mut Vec<u8>) {
+        let now = core_now(self.start);
+        while let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) {
+            let (sock, to) = match dest {
+                Dest::Announce => (&self.announce, self.opts.announce_group),
+                _ => (&self.data, self.opts.data_group),
+            };
+            crate::server::send_datagram(sock, buf, to).await;
+        }
+    }
+
+    /// Rescans the folder; a changed file set becomes a new version.
+    async fn rescan(&mut self) {
+        let (o, fec) = (self.opts.clone(), self.fec);
+        let s = match tokio::task::spawn_blocking(move || scan(&o, &fec)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return tracing::warn!("rescan: {e}"),
+            Err(e) => return tracing::warn!("rescan: {e}"),
+        };
+        let key = |i: &PushItem| (i.info.name.clone(), i.info.hash, i.mode, i.mtime);
+        let now_set: Vec<_> = s.items.iter().map(key).collect();
+        if now_set == self.endpoint.items().iter().map(key).collect::<Vec<_>>() {
+            return;
+        }
+        let version = next_version(self.endpoint.version());
+        self.endpoint.set_scheduler(s.scheduler);
+        let n = s.items.len();
+        match self
+            .endpoint
+            .replace(core_now(self.start), version, s.items)
+        {
+            Ok(()) => {
+                self.source = s.source;
+                tracing::info!("catalogue version {version}: {n} files");
+            }
+            Err(e) => tracing::warn!("new version: {e}"),
+        }
+    }
+
+    fn publish(&mut self) {
+        let snap = Snapshot {
+            stats: self.endpoint.server().stats(),
+            items: self.endpoint.items().len(),
+            uptime_s: self.start.elapsed().as_secs_f64(),
+            push: Some((self.endpoint.version(), self.endpoint.stats())),
+            scheme: "push".into(),
+            ..Default::default()
+        };
+        if let Ok(mut g) = self.shared.lock() {
+            *g = snap;
+        }
+    }
+}
+
+/// Watches `dir` (recursively, its state folder aside); each change sends
+/// one message (dropped when the channel is full: a rescan is due anyway).
+fn watch_dir(
+    dir: &std::path::Path,
+    tx: mpsc::Sender<()>,
+) -> Result<notify::RecommendedWatcher, NetError> {
+    use notify::Watcher;
+    let err = |source| NetError::Watch {
+        path: dir.display().to_string(),
+        source,
+    };
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if let Ok(ev) = res {
+            let ours = ev.paths.iter().all(|p| {
+                p.components()
+                    .any(|c| c.as_os_str() == std::ffi::OsStr::new(STATE_DIR))
+            });
+            if !ours && !matches!(ev.kind, notify::EventKind::Access(_)) {
+                let _ = tx.try_send(());
+            }
+        }
+    })
+    .map_err(err)?;
+    w.watch(dir, notify::RecursiveMode::Recursive)
+        .map_err(err)?;
+    Ok(w)
+}

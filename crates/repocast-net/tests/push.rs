@@ -1,0 +1,165 @@
+//! `repocast push` and `repocast listen` on loopback multicast with
+//! emulated loss: the shipped settings on real sockets, no back channel.
+
+mod common;
+
+use common::{groups, lo, same, write_repo};
+use repocast_core::loss::LossSpec;
+use repocast_net::listen::{ListenOptions, ListenReport, listen};
+use repocast_net::push::{self, PushHandle, PushOptions};
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::Duration;
+
+async fn start_push(dir: &Path, redundancy: Option<f64>) -> (PushHandle, PushOptions) {
+    let (data, ann) = groups();
+    let mut o = PushOptions::new(dir.to_path_buf());
+    o.data_group = data;
+    o.announce_group = ann;
+    o.interface = lo();
+    o.rate_bps = 200_000_000;
+    o.metrics = Some((Ipv4Addr::LOCALHOST, 0).into());
+    o.redundancy = redundancy;
+    let h = push::start(o.clone()).await.expect("push");
+    (h, o)
+}
+
+fn listen_opts(p: &PushOptions, out: &Path, loss: f64, seed: u64) -> ListenOptions {
+    let mut l = ListenOptions::new(out.to_path_buf());
+    l.data_group = p.data_group;
+    l.announce_group = p.announce_group;
+    l.interface = lo();
+    l.loss = LossSpec::Bernoulli { p: loss };
+    l.seed = seed;
+    l.timeout = Duration::from_secs(20);
+    l
+}
+
+fn check(r: &ListenReport, repo: &Path, out: &Path, names: &[&str]) {
+    assert!(r.all_ok(), "{:?} {:?}", r.items, r.ended);
+    assert_eq!(r.items.len(), names.len());
+    for n in names {
+        assert!(same(&repo.join(n), &out.join(n)), "{n} differs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_listeners_at_0_20_and_50_percent_loss_verify() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("a.bin", 3 << 20), ("d/b.txt", 20_000)], 1);
+    std::fs::set_permissions(
+        repo.path().join("d/b.txt"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .expect("chmod");
+    let (h, o) = start_push(repo.path(), None).await;
+    let outs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
+    let mut tasks = Vec::new();
+    for (i, loss) in [0.0, 0.2, 0.5].into_iter().enumerate() {
+        let mut l = listen_opts(&o, outs[i].path(), loss, 10 + i as u64);
+        l.trust = Some(h.key);
+        tasks.push(tokio::spawn(listen(l, None, None)));
+    }
+    for (t, out) in tasks.into_iter().zip(&outs) {
+        let r = t.await.expect("task").expect("listen");
+        check(&r, repo.path(), out.path(), &["a.bin", "d/b.txt"]);
+        assert_eq!(r.signer, Some(h.key));
+        let m = std::fs::metadata(out.path().join("d/b.txt")).expect("meta");
+        assert_eq!(m.permissions().mode() & 0o777, 0o640);
+        let src = std::fs::metadata(repo.path().join("d/b.txt")).expect("meta");
+        let secs = |m: &std::fs::Metadata| {
+            m.modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_secs())
+        };
+        assert_eq!(secs(&m), secs(&src), "mtime from the catalogue");
+    }
+    let s = h.snapshot();
+    assert!(s.push.is_some_and(|p| p.1.catalogue_pieces > 0));
+    h.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_pinned_to_another_key_takes_nothing() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("x", 10_000)], 2);
+    let (h, o) = start_push(repo.path(), None).await;
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), 0.0, 1);
+    l.trust = Some(repocast_core::auth::Identity::from_seed([3; 32]).public());
+    l.timeout = Duration::from_secs(2);
+    let r = listen(l, None, None).await.expect("listen");
+    assert!(!r.all_ok());
+    let why = r.ended.expect("ended");
+    assert!(why.contains("no complete catalogue"), "{why}");
+    assert!(r.stats.foreign > 0);
+    assert!(!out.path().join("x").exists());
+    h.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pusher_stops_after_its_redundancy_and_a_glob_selects() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(
+        repo.path(),
+        &[("keep/a.txt", 50_000), ("skip.bin", 80_000)],
+        3,
+    );
+    let out = tempfile::tempdir().expect("tmp");
+    let (mut h, o) = start_push(repo.path(), Some(3.0)).await;
+    let mut l = listen_opts(&o, out.path(), 0.1, 4);
+    l.select = vec!["keep/*".into()];
+    let r = listen(l, None, None).await.expect("listen");
+    check(&r, repo.path(), out.path(), &["keep/a.txt"]);
+    assert!(!out.path().join("skip.bin").exists());
+    let stats = tokio::time::timeout(Duration::from_secs(20), h.finished())
+        .await
+        .expect("stops on its own")
+        .expect("push");
+    assert!(stats.data_packets > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_satellite_listener_picks_up_an_added_file() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("one", 30_000)], 5);
+    let (h, o) = start_push(repo.path(), None).await;
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), 0.1, 6);
+    l.satellite = true;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(listen(l, Some(tx), Some(stop_rx)));
+    let wait_version = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<_>, n: usize| {
+        let mut seen = 0;
+        tokio::time::timeout(Duration::from_secs(20), async {
+            while let Some(ev) = rx.recv().await {
+                if let repocast_core::endpoint::listen::ListenEvent::Item(
+                    repocast_core::endpoint::client::Event::Complete { .. },
+                ) = ev
+                {
+                    seen += 1;
+                    if seen == n {
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("items complete");
+    };
+    wait_version(&mut rx, 1).await;
+    write_repo(&repo.path().join("sub"), &[("two", 40_000)], 7);
+    wait_version(&mut rx, 1).await;
+    let _ = stop_tx.send(true);
+    let r = task.await.expect("task").expect("listen");
+    assert!(same(
+        &repo.path().join("sub/two"),
+        &out.path().join("sub/two")
+    ));
+    assert!(same(&repo.path().join("one"), &out.path().join("one")));
+    assert!(r.version.is_some());
+    h.stop().await.expect("stop");
+}
