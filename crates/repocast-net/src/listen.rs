@@ -188,13 +188,8 @@ pub async fn listen(
     let mut dgram = vec![0u8; 65536];
     loop {
         while let Some(ev) = ep.poll_event() {
-            match &ev {
-                ListenEvent::Version { version, .. } => {
-                    if let Some(k) = ep.signer() {
-                        record_version(&opts.out, &k, *version);
-                    }
-                }
-                _ => {}
+            if let (ListenEvent::Version { version, .. }, Some(k)) = (&ev, ep.signer()) {
+                record_version(&opts.out, &k, *version);
             }
             if let Some(tx) = &progress {
                 let _ = tx.send(ev);
