@@ -18,10 +18,13 @@
 //! block_symbols = 1000
 //! ```
 
-use repocast_net::server::ServeOptions;
+//! `repocast push --config FILE` reads the same way into `PushOptions`
+//! (keys: dir, rate, interface, data_group, announce_group, ttl,
+//! scheduler = "mad" | "flat", popularity, redundancy, code, symbol_size,
+//! block_symbols, key, metrics, seed, watch).
 
 /// Reads the settings file at `path`.
-pub fn load(path: &std::path::Path) -> Result<ServeOptions, String> {
+pub fn load<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
 }

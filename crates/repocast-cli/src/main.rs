@@ -1,6 +1,6 @@
 //! # repocast: the command-line entry point (thin)
 //!
-//! Parses arguments and hands off: `serve`, `get`, `ls`, `keygen`, `demo` and `bench`
+//! Parses arguments and hands off: `serve`, `get`, `ls`, `push`, `listen`, `keygen`, `demo` and `bench`
 //! to `repocast-net` (real UDP multicast and TCP); `demo --virtual` to the
 //! simulator's virtual LAN (the same endpoints, virtual time). No protocol logic lives here.
 
@@ -10,6 +10,7 @@ mod demo;
 mod get;
 mod keygen;
 mod progress;
+mod push;
 mod serve;
 mod sim;
 
@@ -33,6 +34,12 @@ enum Command {
     Serve(Box<serve::ServeArgs>),
     /// Fetch items from a server into a folder, verified.
     Get(get::GetArgs),
+    /// Push every file under DIR round and round (no back channel): Fcast
+    /// carousel, MAD or flat, signed in-band catalogue.
+    Push(Box<push::PushArgs>),
+    /// Receive pushed files: tune in, download, verify, drop out (or stay
+    /// tuned with --satellite).
+    Listen(push::ListenArgs),
     /// List a server's catalogue.
     Ls(get::LsArgs),
     /// Create a server identity key (and its .pub) for `serve --key`.
@@ -91,6 +98,8 @@ fn main() -> ExitCode {
             Command::Serve(a) => serve::run(*a).await,
             Command::Get(a) => get::run(a).await,
             Command::Ls(a) => get::ls(a).await,
+            Command::Push(a) => push::run(*a).await,
+            Command::Listen(a) => push::listen(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
             Command::Sim(_) | Command::Keygen(_) => ExitCode::SUCCESS,

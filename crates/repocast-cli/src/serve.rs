@@ -193,7 +193,7 @@ pub async fn run(a: ServeArgs) -> ExitCode {
     }
 }
 
-async fn wait_for_signal() {
+pub async fn wait_for_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(mut term) => {

@@ -1,0 +1,357 @@
+//! `repocast push DIR` and `repocast listen`: options in,
+//! [`repocast_net::push`] and [`repocast_net::listen`] out.
+
+use crate::progress::Display;
+use repocast_core::endpoint::listen::ListenEvent;
+use repocast_core::fec::CodeKind;
+use repocast_net::addr;
+use repocast_net::listen::{self, ListenOptions};
+use repocast_net::push::options::announce_group_for;
+use repocast_net::push::{self, PushOptions, PushScheduler};
+use repocast_net::socket::Interface;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Options of `repocast push`. Each flag, when given, overrides the
+/// `--config` file, which overrides the defaults (in brackets).
+#[derive(clap::Args, Debug)]
+pub struct PushArgs {
+    /// The folder: every regular file under it is pushed (or `dir` in --config).
+    pub dir: Option<PathBuf>,
+    /// A TOML file with any of these settings (flags given here win).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Data rate cap in bit/s, the catalogue included (100M, 1G) [100M].
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// Interface to send on: an IPv4 address or a name.
+    #[arg(long)]
+    pub interface: Option<String>,
+    /// Data group:port [239.255.47.11:4711].
+    #[arg(long)]
+    pub group: Option<SocketAddr>,
+    /// Catalogue group:port [the next address and port after --group].
+    #[arg(long)]
+    pub announce_group: Option<SocketAddr>,
+    /// Multicast TTL (hop limit) [1].
+    #[arg(long)]
+    pub ttl: Option<u32>,
+    /// mad (hot files more often, by --popularity) or flat [mad].
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Weights per file: TOML ("name" = weight), CSV (name,weight) or a
+    /// Common Log Format web log (requests counted per path).
+    #[arg(long)]
+    pub popularity: Option<PathBuf>,
+    /// Stop once every file has been sent this many times its size [run until stopped].
+    #[arg(long)]
+    pub redundancy: Option<f64>,
+    /// Erasure code: raptorq or rs [raptorq].
+    #[arg(long)]
+    pub code: Option<String>,
+    /// Bytes per symbol [1280].
+    #[arg(long)]
+    pub symbol_size: Option<u16>,
+    /// Largest source block in symbols (kmax) [the code's].
+    #[arg(long)]
+    pub block_symbols: Option<u32>,
+    /// The signing key (`repocast keygen`); created if missing
+    /// [~/.config/repocast/server.key].
+    #[arg(long)]
+    pub key: Option<PathBuf>,
+    /// HTTP address for /metrics and /status [127.0.0.1:4713].
+    #[arg(long)]
+    pub metrics: Option<SocketAddr>,
+    /// Do not serve /metrics and /status.
+    #[arg(long)]
+    pub no_metrics: bool,
+    /// Do not watch the folder for changes (SIGHUP still rescans).
+    #[arg(long)]
+    pub no_watch: bool,
+    /// Seed for the block order [1].
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+/// The settings: defaults, then the `--config` file, then the flags.
+pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
+    let mut o: PushOptions = match &a.config {
+        Some(path) => crate::config::load(path)?,
+        None => PushOptions::default(),
+    };
+    let e = |e: repocast_net::NetError| e.to_string();
+    if let Some(d) = &a.dir {
+        o.dir = d.clone();
+    }
+    if let Some(r) = &a.rate {
+        o.rate_bps = addr::parse_rate(r).map_err(e)?;
+    }
+    if a.interface.is_some() {
+        o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
+    }
+    if let Some(g) = a.group {
+        o.data_group = g;
+        o.announce_group = announce_group_for(g);
+    }
+    o.announce_group = a.announce_group.unwrap_or(o.announce_group);
+    o.ttl = a.ttl.unwrap_or(o.ttl);
+    if let Some(s) = &a.scheduler {
+        o.scheduler = match s.as_str() {
+            "mad" => PushScheduler::Mad,
+            "flat" => PushScheduler::Flat,
+            _ => return Err(format!("unknown push scheduler {s:?} (mad, flat)")),
+        };
+    }
+    if a.popularity.is_some() {
+        o.popularity = a.popularity.clone();
+    }
+    o.redundancy = a.redundancy.or(o.redundancy);
+    if let Some(c) = &a.code {
+        o.code = CodeKind::try_from(c.clone())?;
+    }
+    o.symbol_size = a.symbol_size.unwrap_or(o.symbol_size);
+    o.max_block = a.block_symbols.or(o.max_block);
+    o.seed = a.seed.unwrap_or(o.seed);
+    if a.metrics.is_some() {
+        o.metrics = a.metrics;
+    }
+    if a.no_metrics {
+        o.metrics = None;
+    }
+    if a.no_watch {
+        o.watch = false;
+    }
+    if a.key.is_some() {
+        o.key = a.key.clone();
+    }
+    if o.key.is_none() {
+        o.key = repocast_net::keys::config_dir().map(|d| d.join("server.key"));
+    }
+    o.validate().map_err(e)?;
+    Ok(o)
+}
+
+pub async fn run(a: PushArgs) -> ExitCode {
+    let opts = match options(&a) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("repocast push: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut h = match push::start(opts).await {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("repocast push: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", h.banner);
+    println!("listeners: repocast listen --trust {} ...", h.key);
+    let mut status = tokio::time::interval(Duration::from_secs(5));
+    let result = loop {
+        tokio::select! {
+            r = h.finished() => break r,
+            _ = crate::serve::wait_for_signal() => {
+                eprintln!("repocast push: stopping");
+                break h.stop().await;
+            }
+            _ = status.tick() => {
+                let s = h.snapshot();
+                if let Some((v, p)) = s.push {
+                    eprintln!(
+                        "version {v}: {} data packets, {} passes, {} catalogue pieces, {:.0} s",
+                        p.data_packets, p.passes, p.catalogue_pieces, s.uptime_s
+                    );
+                }
+            }
+        }
+    };
+    match result {
+        Ok(p) => {
+            println!(
+                "pushed {} data packets in {} passes; catalogue: {} pieces, {} versions",
+                p.data_packets, p.passes, p.catalogue_pieces, p.versions
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("repocast push: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Options of `repocast listen`.
+#[derive(clap::Args, Debug)]
+pub struct ListenArgs {
+    /// Items to receive: names or globs (`*` within a folder, `**` across) [all].
+    pub items: Vec<String>,
+    /// Data group:port [239.255.47.11:4711].
+    #[arg(long)]
+    pub group: Option<SocketAddr>,
+    /// Catalogue group:port [the next address and port after --group].
+    #[arg(long)]
+    pub announce_group: Option<SocketAddr>,
+    /// Interface to join on: an IPv4 address or a name.
+    #[arg(long)]
+    pub interface: Option<String>,
+    /// Output folder.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Accept only this signer: `ed25519:...` or a `.pub` file [the first seen, printed].
+    #[arg(long, value_name = "KEY")]
+    pub trust: Option<String>,
+    /// Stay tuned: take every new catalogue version, update changed files.
+    #[arg(long)]
+    pub satellite: bool,
+    /// Give up after this many seconds without a catalogue or progress [60].
+    #[arg(long, default_value_t = 60)]
+    pub timeout: u64,
+    /// Replace existing files that differ (always with --satellite).
+    #[arg(long)]
+    pub overwrite: bool,
+    /// Emulated loss: a probability (0.2) or ge:MEAN:BURST.
+    #[arg(long)]
+    pub emulate_loss: Option<String>,
+    /// Seed of the loss emulation.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print a JSON summary instead of the text one.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn listen_options(a: &ListenArgs) -> Result<ListenOptions, String> {
+    let e = |e: repocast_net::NetError| e.to_string();
+    let mut o = ListenOptions::new(a.out.clone());
+    if let Some(g) = a.group {
+        o.data_group = g;
+        o.announce_group = announce_group_for(g);
+    }
+    o.announce_group = a.announce_group.unwrap_or(o.announce_group);
+    o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
+    o.select = a.items.clone();
+    o.satellite = a.satellite;
+    o.timeout = Duration::from_secs(a.timeout.max(1));
+    o.overwrite = a.overwrite;
+    if let Some(k) = &a.trust {
+        o.trust = Some(repocast_net::keys::parse_trust(k).map_err(e)?);
+    }
+    if let Some(l) = &a.emulate_loss {
+        o.loss = crate::get::parse_loss(l)?;
+    }
+    o.seed = a.seed;
+    Ok(o)
+}
+
+pub async fn listen(a: ListenArgs) -> ExitCode {
+    let opts = match listen_options(&a) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("repocast listen: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let pinned = opts.trust.is_some();
+    let satellite = opts.satellite;
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let job = tokio::spawn(listen::listen(opts, Some(tx), Some(stop_rx)));
+    let mut display = Display::new("", !satellite && !a.json, !a.json);
+    let signal = crate::serve::wait_for_signal();
+    tokio::pin!(signal);
+    loop {
+        tokio::select! {
+            ev = rx.recv() => match ev {
+                Some(ListenEvent::Item(p)) => display.show(&p),
+                Some(ListenEvent::Signer { key, .. }) if !pinned => eprintln!(
+                    "repocast listen: accepting the first signer seen, {key}; pin it next time with --trust {key}"
+                ),
+                Some(ListenEvent::Version { version, items, receiving }) => eprintln!(
+                    "repocast listen: catalogue version {version}: {items} items, receiving {receiving}"
+                ),
+                Some(_) => {}
+                None => break,
+            },
+            _ = &mut signal => {
+                let _ = stop_tx.send(true);
+            }
+        }
+    }
+    display.finish();
+    let rep = match job.await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            eprintln!("repocast listen: {e}");
+            return ExitCode::FAILURE;
+        }
+        Err(e) => {
+            eprintln!("repocast listen: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ok = rep.items.iter().filter(|o| o.result.is_ok()).count();
+    let bytes: u64 = (rep.items.iter().filter(|o| o.result.is_ok()))
+        .map(|o| o.size)
+        .sum();
+    if a.json {
+        let items: Vec<String> = (rep.items.iter())
+            .map(|o| {
+                format!(
+                    "{{\"name\":{:?},\"size\":{},\"ok\":{},\"reason\":{:?}}}",
+                    o.name,
+                    o.size,
+                    o.result.is_ok(),
+                    o.result.as_ref().err().cloned().unwrap_or_default()
+                )
+            })
+            .collect();
+        println!(
+            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{}}}",
+            items.join(","),
+            rep.elapsed.as_secs_f64(),
+            rep.version.unwrap_or(0),
+            rep.signer.map(|k| k.to_string()).unwrap_or_default(),
+            rep.datagrams,
+            rep.emulated_losses,
+            rep.stats.forged,
+            rep.stats.foreign,
+            rep.stats.stale,
+            rep.resumed_blocks,
+            rep.corrupt_blocks,
+        );
+    } else {
+        println!(
+            "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}",
+            rep.items.len(),
+            bytes as f64 / (1 << 20) as f64,
+            rep.elapsed.as_secs_f64(),
+            rep.datagrams,
+            rep.resumed_blocks,
+            match rep.emulated_losses {
+                0 => String::new(),
+                n => format!(", {n} dropped by --emulate-loss"),
+            },
+            match rep.stats.forged + rep.stats.foreign + rep.stats.stale {
+                0 => String::new(),
+                n => format!(", {n} catalogue pieces refused (forged, other signer or older)"),
+            },
+        );
+    }
+    if let Some(why) = &rep.ended {
+        eprintln!("repocast listen: {why}");
+    }
+    for o in &rep.items {
+        if let Err(reason) = &o.result {
+            eprintln!("FAILED {}: {reason}", o.name);
+        }
+    }
+    if rep.all_ok() || satellite && rep.ended.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
