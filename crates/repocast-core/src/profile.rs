@@ -106,6 +106,7 @@ impl Profile {
                     scheduler: crate::sched::SchedulerKind::Mad {
                         weights: Vec::new(),
                     },
+                    push_span_bytes: 64 << 20,
                     ..ServerConfig::default()
                 };
                 let _ = c.set_rate(100_000_000, false);

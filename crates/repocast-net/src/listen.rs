@@ -74,7 +74,7 @@ impl ListenOptions {
             timeout: Duration::from_secs(60),
             loss: LossSpec::NONE,
             seed: 1,
-            memory_budget: crate::client::MEMORY_BUDGET,
+            memory_budget: MEMORY_BUDGET,
             journal_batch: crate::store::JOURNAL_BATCH,
             overwrite: false,
         }
@@ -113,6 +113,11 @@ impl ListenReport {
         !self.items.is_empty() && self.items.iter().all(|o| o.result.is_ok())
     }
 }
+
+/// Default memory for partly received blocks: above the pusher's span
+/// (64 MiB in [`Profile::Push`]), so the blocks of a span all stay in
+/// memory while it is on air.
+pub const MEMORY_BUDGET: u64 = 80 << 20;
 
 /// Most datagrams read from one group per wake-up.
 const RECV_BATCH: usize = 512;

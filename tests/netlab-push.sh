@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Push mode end to end through tests/lab/lab.sh: `repocast push` on the
+# server host and 3 `repocast listen` hosts in network namespaces on a
+# bridge, kernel-level multicast loss 5%, 5% and 50% on the listeners'
+# links, no back channel. The pusher runs first; the listeners start
+# together, mid-cycle, each pinned to the pusher's key. Checks the file
+# byte for byte on every listener and prints each listener's time from
+# its start to the verified file against the ideal size / (rate x (1 -
+# its loss)) (issue 14's goal: at most 1.10 for every listener).
+# Skips (exit 0 with a message) unless run as root with network namespaces.
+#
+#   tests/netlab-push.sh                      # 32 MiB at 100M, losses 0.05,0.05,0.5
+#   RATE=100M SIZE_MIB=32 LOSSES=0.05,0.05,0.5 RUNS=3 tests/netlab-push.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LAB=${LAB:-tests/lab/lab.sh}
+RATE=${RATE:-100M}
+SIZE_MIB=${SIZE_MIB:-32}
+LOSSES=${LOSSES:-0.05,0.05,0.5}
+RUNS=${RUNS:-1}
+CODE=${CODE:-raptorq}
+NAME=rcp$$
+
+if [ "$(id -u)" != 0 ]; then echo "netlab-push.sh: skipped (needs root)"; exit 0; fi
+if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab-push.sh: skipped (no network namespaces)"; exit 0; fi
+ip netns del "${NAME}probe"
+
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -q -p repocast-cli
+  BIN=$PWD/target/release/repocast
+fi
+WORK=$(mktemp -d)
+cleanup() {
+  [ -n "${PUSH_PID:-}" ] && kill "$PUSH_PID" 2>/dev/null || true
+  bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+mkdir -p "$WORK/repo"
+head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
+IFS=, read -r -a loss <<< "$LOSSES"
+n=${#loss[@]}
+if ! bash "$LAB" --name "$NAME" up --clients "$n" --client-loss "$LOSSES" >/dev/null 2>"$WORK/netlab.err"; then
+  echo "netlab-push.sh: skipped (the lab could not be built: $(tail -n 1 "$WORK/netlab.err"))"
+  exit 0
+fi
+"$BIN" keygen --out "$WORK/push.key" >/dev/null 2>&1
+KEY="$WORK/push.key.pub"
+bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0 --key "$WORK/push.key" \
+  --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" > "$WORK/push.log" 2>&1 &
+PUSH_PID=$!
+sleep 1.3
+
+bytes=$(stat -c %s "$WORK/repo/big.bin")
+rate_bps=$(python3 -c "
+s='$RATE'; m={'k':1e3,'K':1e3,'m':1e6,'M':1e6,'g':1e9,'G':1e9}
+print(float(s[:-1])*m[s[-1]] if s[-1] in m else float(s))")
+echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
+fail=0
+for run in $(seq 1 "$RUNS"); do
+  pids=()
+  for c in $(seq 1 "$n"); do
+    rm -rf "$WORK/out$c"
+    ( bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" listen --trust "$KEY" --interface eth0 \
+        --out "$WORK/out$c" --timeout 60 > "$WORK/c$c.log" 2>&1
+      echo $? > "$WORK/c$c.rc" ) &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  for c in $(seq 1 "$n"); do
+    rc=$(cat "$WORK/c$c.rc")
+    ok=yes
+    if [ "$rc" != 0 ] || ! cmp -s "$WORK/repo/big.bin" "$WORK/out$c/big.bin"; then ok=NO; fail=1; fi
+    own=$(grep -oE 'verified \([0-9.]+ MiB\) in [0-9.]+ s' "$WORK/c$c.log" | grep -oE '[0-9.]+ s$' | tr -d ' s')
+    python3 -c "
+p=${loss[$((c-1))]}; ideal=$bytes*8/($rate_bps*(1-p)); own=float('${own:-0}' or 0)
+print(f'run $run listener c$c loss {p:.2f}: {own:.2f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.2f} s; file identical: $ok')"
+  done
+done
+tail -n 2 "$WORK/c$n.log" | sed "s/^/  c$n: /"
+exit $fail
