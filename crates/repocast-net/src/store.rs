@@ -425,6 +425,23 @@ impl BlockStore for Store {
     }
 
     /// Whether block `block` of `item` has symbols on disk.
+    fn close(&mut self, item: ItemId) {
+        if let Some(mut p) = self.items.remove(&item) {
+            // What was written goes into the journal, durably; the lock
+            // and handles go, the spill (symbols in memory's stead) too.
+            if let (Some(f), Some(j)) = (p.file.as_mut(), p.journal.as_mut()) {
+                let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
+                let ok = f.sync_data().is_ok() && j.write_all(&entries).is_ok();
+                if ok {
+                    let _ = j.sync_data();
+                }
+            }
+            if let Some((path, _)) = p.spill {
+                let _ = fs::remove_file(path);
+            }
+        }
+    }
+
     fn discard(&mut self, item: ItemId) {
         if let Some(p) = self.items.remove(&item) {
             drop(p.file);

@@ -163,3 +163,70 @@ async fn a_satellite_listener_picks_up_an_added_file() {
     assert!(r.version.is_some());
     h.stop().await.expect("stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_version_mid_download_keeps_verified_files_and_finishes_the_rest() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(
+        repo.path(),
+        &[("a-small.txt", 3_000), ("big.bin", 8 << 20)],
+        8,
+    );
+    let (data, ann) = groups();
+    let mut o = PushOptions::new(repo.path().to_path_buf());
+    o.data_group = data;
+    o.announce_group = ann;
+    o.interface = lo();
+    // 8 MiB takes about 3.5 s: the new version comes while it is on air.
+    o.rate_bps = 20_000_000;
+    o.metrics = None;
+    o.scheduler = push::PushScheduler::Flat;
+    let h = push::start(o.clone()).await.expect("push");
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), 0.1, 9);
+    l.satellite = true;
+    l.trust = Some(h.key);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(listen(l, Some(tx), Some(stop_rx)));
+    use repocast_core::endpoint::client::Event;
+    use repocast_core::endpoint::listen::ListenEvent;
+    let mut receiving = Vec::new();
+    let mut added = false;
+    tokio::time::timeout(Duration::from_secs(40), async {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                ListenEvent::Version { receiving: n, .. } => {
+                    receiving.push(n);
+                    if !added {
+                        // Change the set while big.bin is on air.
+                        write_repo(repo.path(), &[("late.txt", 5_000)], 10);
+                        added = true;
+                    }
+                }
+                ListenEvent::Item(Event::Complete { .. })
+                    if receiving.len() >= 2
+                        && same(&repo.path().join("big.bin"), &out.path().join("big.bin"))
+                        && same(&repo.path().join("late.txt"), &out.path().join("late.txt")) =>
+                {
+                    return;
+                }
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("every file under the new version");
+    // Version 1: both files; version 2: big.bin (still in progress) and
+    // late.txt, and a-small.txt unless it was verified already.
+    assert_eq!(receiving[0], 2);
+    assert!(receiving[1] >= 2, "{receiving:?}");
+    assert!(same(
+        &repo.path().join("a-small.txt"),
+        &out.path().join("a-small.txt")
+    ));
+    let _ = stop_tx.send(true);
+    let r = task.await.expect("task").expect("listen");
+    assert!(r.ended.is_none(), "{:?}", r.ended);
+    h.stop().await.expect("stop");
+}

@@ -299,7 +299,15 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// Starts receiving a complete version.
     fn activate(&mut self, now: Instant, a: Assembly) {
         let store = match self.inner.take() {
-            Some(i) => i.into_store(),
+            Some(i) => {
+                // The old version's items in progress: kept on disk for
+                // the new version (same name and content resume), released.
+                let mut s = i.into_store();
+                for item in self.names.keys() {
+                    s.close(*item);
+                }
+                s
+            }
             None => match self.spare.take() {
                 Some(s) => s,
                 None => return,

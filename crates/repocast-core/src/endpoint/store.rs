@@ -107,6 +107,10 @@ pub trait BlockStore {
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError>;
     /// The item failed: drop what is held of it.
     fn discard(&mut self, item: ItemId);
+    /// Stops receiving an item but keeps what is durable of it for a later
+    /// resume (push mode moving to a new catalogue version): releases what
+    /// the item holds open.
+    fn close(&mut self, _item: ItemId) {}
     /// Unix mode and modification time the item's file gets once verified
     /// (push mode; a store that keeps no files ignores them).
     fn set_attributes(&mut self, _item: ItemId, _mode: u32, _mtime: i64) {}
