@@ -107,7 +107,7 @@ mod tests {
         assert_eq!(skipped, 4);
         assert_eq!(
             weights_for(&["a.html", "zzz", "c.js"], &w),
-            vec![4.0, 1.5, 1.0]
+            vec![4.0, 2.5, 1.0]
         );
     }
 }
