@@ -22,6 +22,7 @@ use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
 use super::store::BlockStore;
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
+use crate::wire::DataRepr;
 use crate::wire::catalogue::CataloguePiece;
 use crate::{Instant, SessionId};
 use std::collections::{BTreeMap, VecDeque};
@@ -203,12 +204,9 @@ impl<S: BlockStore> ListenEndpoint<S> {
         match from {
             Channel::Announce => self.on_piece(now, bytes),
             Channel::Data => {
-                // The session is bytes 4..8 of every data packet.
-                let s = bytes
-                    .get(4..8)
-                    .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
-                let active = self.active.as_ref().map(|a| a.1.0);
-                let assembling = self.assembly.as_ref().map(|a| a.session.0);
+                let s = DataRepr::peek_session(bytes);
+                let active = self.active.as_ref().map(|a| a.1);
+                let assembling = self.assembly.as_ref().map(|a| a.session);
                 if s.is_some() && s == active {
                     if let Some(inner) = self.inner.as_mut() {
                         inner.handle_datagram(now, Channel::Data, bytes);
@@ -355,7 +353,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
         inner.subscribe(now, todo.into_iter().map(|(m, _)| m).collect());
         // Data that came before the catalogue was complete.
         for b in std::mem::take(&mut self.early) {
-            if b.get(4..8) == Some(&a.session.0.to_be_bytes()[..]) {
+            if DataRepr::peek_session(&b) == Some(a.session) {
                 inner.handle_datagram(now, Channel::Data, &b);
             }
         }

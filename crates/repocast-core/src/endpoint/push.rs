@@ -75,13 +75,12 @@ pub struct PushEndpoint {
     server: Server,
     version: u64,
     pieces: Vec<Vec<u8>>,
-    next_piece: usize,
     piece_at: Instant,
     piece_gap: Duration,
     /// Data packets sent and source symbols, per item.
     sent: Vec<(u64, u64)>,
-    items: usize,
-    /// Catalogue pieces sent of this version.
+    /// Catalogue pieces sent of this version (the next is this one
+    /// modulo their count).
     pieces_sent: u64,
     current: Vec<PushItem>,
     stats: PushStats,
@@ -113,11 +112,9 @@ impl PushEndpoint {
             server,
             version,
             pieces: Vec::new(),
-            next_piece: 0,
             piece_at: now,
             piece_gap: CATALOGUE_PERIOD,
             sent: Vec::new(),
-            items: 0,
             pieces_sent: 0,
             current: Vec::new(),
             stats: PushStats::default(),
@@ -194,10 +191,8 @@ impl PushEndpoint {
         self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
         self.current = items;
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
-        self.items = sent.len();
         self.sent = sent;
         self.pieces = pieces;
-        self.next_piece = 0;
         self.pieces_sent = 0;
         self.piece_at = now;
         self.version = version;
@@ -248,7 +243,11 @@ impl PushEndpoint {
                 }
             })
             .fold(f64::INFINITY, f64::min)
-            .min(if self.items == 0 { 0.0 } else { f64::INFINITY })
+            .min(if self.sent.is_empty() {
+                0.0
+            } else {
+                f64::INFINITY
+            })
     }
 
     /// Whether the target redundancy of data has been sent (never
@@ -256,7 +255,7 @@ impl PushEndpoint {
     fn data_done(&self) -> bool {
         self.cfg
             .redundancy
-            .is_some_and(|r| self.items > 0 && self.redundancy_sent() >= r)
+            .is_some_and(|r| !self.sent.is_empty() && self.redundancy_sent() >= r)
     }
 
     /// Whether the pusher is done: the target redundancy sent, and the
@@ -272,7 +271,7 @@ impl PushEndpoint {
         if self.is_finished() {
             return None;
         }
-        let data = if self.items > 0 && !self.data_done() {
+        let data = if !self.sent.is_empty() && !self.data_done() {
             self.server.poll_timeout()
         } else {
             None
@@ -294,9 +293,8 @@ impl PushEndpoint {
             return None;
         }
         if now >= self.piece_at && !self.pieces.is_empty() {
-            let i = self.next_piece % self.pieces.len();
+            let i = (self.pieces_sent % self.pieces.len() as u64) as usize;
             buf.extend_from_slice(&self.pieces[i]);
-            self.next_piece = i + 1;
             // Behind (a stalled driver): go on from now, not in a burst.
             let next = self.piece_at + self.piece_gap;
             self.piece_at = if next < now {
@@ -308,7 +306,7 @@ impl PushEndpoint {
             self.pieces_sent += 1;
             return Some(Dest::Announce);
         }
-        if self.items == 0 || self.data_done() {
+        if self.sent.is_empty() || self.data_done() {
             return None;
         }
         loop {

@@ -58,6 +58,13 @@ pub struct DataRepr {
 }
 
 impl DataRepr {
+    /// The session a data packet names (right after the common header),
+    /// without parsing the rest: `None` if it is too short to name one.
+    pub fn peek_session(buf: &[u8]) -> Option<SessionId> {
+        let b = buf.get(super::HEADER_LEN..super::HEADER_LEN + 4)?;
+        Some(SessionId(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+    }
+
     /// Parses a datagram; never panics.
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
