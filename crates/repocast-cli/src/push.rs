@@ -75,6 +75,21 @@ pub struct PushArgs {
     pub seed: Option<u64>,
 }
 
+/// The groups from `--group` and `--announce-group` over `current`: a
+/// data group given alone takes its catalogue group with it (the same rule
+/// for `push` and `listen`, so they agree).
+fn groups(
+    group: Option<SocketAddr>,
+    announce: Option<SocketAddr>,
+    current: (SocketAddr, SocketAddr),
+) -> (SocketAddr, SocketAddr) {
+    let (data, ann) = match group {
+        Some(g) => (g, announce_group_for(g)),
+        None => current,
+    };
+    (data, announce.unwrap_or(ann))
+}
+
 /// The settings: defaults, then the `--config` file, then the flags.
 pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
     let mut o: PushOptions = match &a.config {
@@ -91,11 +106,8 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
     if a.interface.is_some() {
         o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
     }
-    if let Some(g) = a.group {
-        o.data_group = g;
-        o.announce_group = announce_group_for(g);
-    }
-    o.announce_group = a.announce_group.unwrap_or(o.announce_group);
+    (o.data_group, o.announce_group) =
+        groups(a.group, a.announce_group, (o.data_group, o.announce_group));
     o.ttl = a.ttl.unwrap_or(o.ttl);
     if let Some(s) = &a.scheduler {
         o.scheduler = match s.as_str() {
@@ -227,11 +239,8 @@ pub struct ListenArgs {
 fn listen_options(a: &ListenArgs) -> Result<ListenOptions, String> {
     let e = |e: repocast_net::NetError| e.to_string();
     let mut o = ListenOptions::new(a.out.clone());
-    if let Some(g) = a.group {
-        o.data_group = g;
-        o.announce_group = announce_group_for(g);
-    }
-    o.announce_group = a.announce_group.unwrap_or(o.announce_group);
+    (o.data_group, o.announce_group) =
+        groups(a.group, a.announce_group, (o.data_group, o.announce_group));
     o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
     o.select = a.items.clone();
     o.satellite = a.satellite;

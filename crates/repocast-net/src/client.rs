@@ -137,10 +137,33 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// turn).
 const RECV_BATCH: usize = 512;
 
-/// The two groups, joined once the server has said where they are.
-struct Groups {
-    data: LossySocket,
-    announce: LossySocket,
+/// The two groups, joined once the server has said where they are (or,
+/// for `listen`, at once).
+pub(crate) struct Groups {
+    pub(crate) data: LossySocket,
+    pub(crate) announce: LossySocket,
+}
+
+impl Groups {
+    /// Joins both groups on `iface` (source-specifically when `src` is
+    /// given), each through the loss emulation with its own seeded stream.
+    pub(crate) fn join(
+        data: &SocketAddr,
+        announce: &SocketAddr,
+        iface: &Interface,
+        src: Option<std::net::IpAddr>,
+        loss: LossSpec,
+        seed: u64,
+    ) -> Result<Groups, NetError> {
+        Ok(Groups {
+            data: LossySocket::new(socket::receiver(data, iface, src)?, loss, seed ^ 0x1055),
+            announce: LossySocket::new(
+                socket::receiver(announce, iface, src)?,
+                loss,
+                seed ^ 0x00a1_055a,
+            ),
+        })
+    }
 }
 
 /// Where to join and how to receive.
@@ -157,18 +180,7 @@ impl Join<'_> {
             return Err(NetError::NoGroups);
         };
         let src = if self.ssm { ch.source } else { None };
-        Ok(Groups {
-            data: LossySocket::new(
-                socket::receiver(&data, self.interface, src)?,
-                self.loss,
-                self.seed ^ 0x1055,
-            ),
-            announce: LossySocket::new(
-                socket::receiver(&announce, self.interface, src)?,
-                self.loss,
-                self.seed ^ 0x00a1_055a,
-            ),
-        })
+        Groups::join(&data, &announce, self.interface, src, self.loss, self.seed)
     }
 }
 

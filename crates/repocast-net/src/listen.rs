@@ -1,7 +1,7 @@
 //! `repocast listen`: the core's [`ListenEndpoint`] on real sockets.
 //!
 //! One task owns the endpoint and its [`Store`]. It joins the two groups
-//! (through the optional [`LossySocket`] emulation), feeds the endpoint
+//! (through the optional [`crate::fault::LossySocket`] emulation), feeds the endpoint
 //! what they deliver, wakes it at its deadline, and passes its events on
 //! (progress bars, logs). No packet goes back: push mode has no back
 //! channel. Signatures, versions, selection, decoding, the memory bound,
@@ -9,9 +9,8 @@
 //! catalogue version taken from a pinned key is recorded in the output
 //! folder, so a restarted listener refuses older (replayed) ones too.
 
-use crate::fault::LossySocket;
 use crate::repo::STATE_DIR;
-use crate::socket::{self, Interface};
+use crate::socket::Interface;
 use crate::store::Store;
 use crate::{NetError, core_now};
 use repocast_core::auth::PublicKey;
@@ -167,7 +166,7 @@ pub async fn listen(
     progress: Option<mpsc::UnboundedSender<ListenEvent>>,
     mut stop: Option<watch::Receiver<bool>>,
 ) -> Result<ListenReport, NetError> {
-    super::push::options::check_groups(opts.data_group, opts.announce_group)?;
+    crate::settings::check_groups(opts.data_group, opts.announce_group)?;
     let started = std::time::Instant::now();
     let store =
         Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite || opts.satellite);
@@ -180,16 +179,17 @@ pub async fn listen(
     cfg.min_version = opts.trust.map_or(0, |k| recorded_version(&opts.out, &k));
     let start = std::time::Instant::now();
     let mut ep = ListenEndpoint::new(core_now(start), cfg, store);
-    let mut data = LossySocket::new(
-        socket::receiver(&opts.data_group, &opts.interface, None)?,
+    let crate::client::Groups {
+        mut data,
+        mut announce,
+    } = crate::client::Groups::join(
+        &opts.data_group,
+        &opts.announce_group,
+        &opts.interface,
+        None,
         opts.loss,
-        opts.seed ^ 0x1055,
-    );
-    let mut announce = LossySocket::new(
-        socket::receiver(&opts.announce_group, &opts.interface, None)?,
-        opts.loss,
-        opts.seed ^ 0x00a1_055a,
-    );
+        opts.seed,
+    )?;
     let mut dgram = vec![0u8; 65536];
     loop {
         while let Some(ev) = ep.poll_event() {

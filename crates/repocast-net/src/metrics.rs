@@ -208,6 +208,33 @@ pub fn json(s: &Snapshot) -> String {
     )
 }
 
+/// The latest published snapshot (a poisoned lock still holds one).
+pub fn read(shared: &Shared) -> Snapshot {
+    match shared.lock() {
+        Ok(g) => g.clone(),
+        Err(p) => p.into_inner().clone(),
+    }
+}
+
+/// Binds `/metrics` and `/status` at `addr` (none: off) and serves them
+/// from `shared` in a task; the address bound.
+pub async fn start(
+    addr: Option<std::net::SocketAddr>,
+    shared: &Shared,
+) -> Result<Option<std::net::SocketAddr>, crate::NetError> {
+    let Some(a) = addr else {
+        return Ok(None);
+    };
+    let l = TcpListener::bind(a)
+        .await
+        .map_err(|e| crate::NetError::socket(format!("metrics on {a}"), e))?;
+    let la = l
+        .local_addr()
+        .map_err(|e| crate::NetError::socket("local address", e))?;
+    tokio::spawn(serve(l, shared.clone()));
+    Ok(Some(la))
+}
+
 /// Serves `/metrics` and `/status` until the listener fails.
 pub async fn serve(listener: TcpListener, shared: Shared) {
     loop {

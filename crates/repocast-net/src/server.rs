@@ -60,10 +60,7 @@ impl ServerHandle {
 
     /// The latest published snapshot.
     pub fn snapshot(&self) -> Snapshot {
-        match self.shared.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        metrics::read(&self.shared)
     }
 }
 
@@ -146,19 +143,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         scheme: opts.scheme.to_string(),
         ..Default::default()
     }));
-    let metrics_addr = match opts.metrics {
-        Some(a) => {
-            let l = TcpListener::bind(a)
-                .await
-                .map_err(|e| NetError::socket(format!("metrics on {a}"), e))?;
-            let la = l
-                .local_addr()
-                .map_err(|e| NetError::socket("local address", e))?;
-            tokio::spawn(metrics::serve(l, shared.clone()));
-            Some(la)
-        }
-        None => None,
-    };
+    let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let total: u64 = repo.files.iter().map(|f| f.size).sum();
     let banner = format!(
         "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}, code {}{}",
@@ -430,10 +415,7 @@ impl Pump {
             queue: server.queue_len(),
             malformed: self.endpoint.stats().malformed_frames,
             uptime_s: self.start.elapsed().as_secs_f64(),
-            ..match self.shared.lock() {
-                Ok(g) => g.clone(),
-                Err(p) => p.into_inner().clone(),
-            }
+            ..metrics::read(&self.shared)
         };
         if let Ok(mut g) = self.shared.lock() {
             *g = snap;

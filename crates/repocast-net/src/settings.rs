@@ -142,24 +142,31 @@ impl ServeOptions {
                 "no repository folder (DIR, or dir in --config)",
             ));
         }
-        for g in [self.data_group, self.announce_group] {
-            if !g.ip().is_multicast() {
-                return Err(NetError::NotMulticast(g.ip()));
-            }
-        }
-        if self.data_group.is_ipv4() != self.announce_group.is_ipv4() {
-            return Err(NetError::Setting(
-                "the two groups must both be IPv4 or both IPv6",
-            ));
-        }
-        if self.data_group == self.announce_group {
-            return Err(NetError::Setting(
-                "the data and announcement groups must differ",
-            ));
-        }
+        check_groups(self.data_group, self.announce_group)?;
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
         Ok(())
     }
+}
+
+/// Both groups multicast, of one family, and different (serve, push and
+/// listen alike).
+pub(crate) fn check_groups(data: SocketAddr, announce: SocketAddr) -> Result<(), NetError> {
+    for g in [data, announce] {
+        if !g.ip().is_multicast() {
+            return Err(NetError::NotMulticast(g.ip()));
+        }
+    }
+    if data.is_ipv4() != announce.is_ipv4() {
+        return Err(NetError::Setting(
+            "the two groups must both be IPv4 or both IPv6",
+        ));
+    }
+    if data == announce {
+        return Err(NetError::Setting(
+            "the data and announcement groups must differ",
+        ));
+    }
+    Ok(())
 }

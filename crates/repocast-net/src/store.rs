@@ -85,6 +85,25 @@ struct Partial {
     spill_len: u64,
 }
 
+impl Partial {
+    /// Makes the written blocks durable, then records them in the journal
+    /// (data first, so the journal never names a block not on disk).
+    fn commit(&mut self) -> Result<(), StoreError> {
+        let (Some(f), Some(j)) = (self.file.as_mut(), self.journal.as_mut()) else {
+            return Ok(());
+        };
+        self.last_commit = Some(std::time::Instant::now());
+        f.sync_data().map_err(|e| StoreError::io(&self.tmp, e))?;
+        let entries: Vec<u8> = self.pending.drain(..).flat_map(u32::to_le_bytes).collect();
+        j.write_all(&entries)
+            .map_err(|e| StoreError::io(&self.journal_path, e))?;
+        j.sync_data()
+            .map_err(|e| StoreError::io(&self.journal_path, e))?;
+        self.pending_bytes = 0;
+        Ok(())
+    }
+}
+
 /// Verified bytes written before the data is fsynced and the journal
 /// records them, whatever the time.
 pub const JOURNAL_BATCH: u64 = 16 << 20;
@@ -359,7 +378,7 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("block"))?;
-        let (Some(f), Some(j)) = (p.file.as_mut(), p.journal.as_mut()) else {
+        let (Some(f), Some(_)) = (p.file.as_mut(), p.journal.as_ref()) else {
             return Ok(());
         };
         f.write_all_at(data, offset)
@@ -368,15 +387,7 @@ impl BlockStore for Store {
         p.pending_bytes += data.len() as u64;
         let due = p.last_commit.is_none_or(|t| t.elapsed() >= COMMIT_EVERY);
         if p.pending_bytes >= self.batch || due {
-            p.last_commit = Some(std::time::Instant::now());
-            // Data durable first, then the journal says so.
-            f.sync_data().map_err(|e| StoreError::io(&p.tmp, e))?;
-            let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
-            j.write_all(&entries)
-                .map_err(|e| StoreError::io(&p.journal_path, e))?;
-            j.sync_data()
-                .map_err(|e| StoreError::io(&p.journal_path, e))?;
-            p.pending_bytes = 0;
+            p.commit()?;
         }
         Ok(())
     }
@@ -427,14 +438,11 @@ impl BlockStore for Store {
     /// Whether block `block` of `item` has symbols on disk.
     fn close(&mut self, item: ItemId) {
         if let Some(mut p) = self.items.remove(&item) {
-            // What was written goes into the journal, durably; the lock
-            // and handles go, the spill (symbols in memory's stead) too.
-            if let (Some(f), Some(j)) = (p.file.as_mut(), p.journal.as_mut()) {
-                let entries: Vec<u8> = p.pending.drain(..).flat_map(u32::to_le_bytes).collect();
-                let ok = f.sync_data().is_ok() && j.write_all(&entries).is_ok();
-                if ok {
-                    let _ = j.sync_data();
-                }
+            // What was written goes into the journal, durably (a failure
+            // only loses resume, not data); the lock and handles go, the
+            // spill (symbols in memory's stead) too.
+            if let Err(e) = p.commit() {
+                tracing::warn!("{e}");
             }
             if let Some((path, _)) = p.spill {
                 let _ = fs::remove_file(path);

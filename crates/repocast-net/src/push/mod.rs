@@ -27,7 +27,6 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 
 /// Quiet time after a change in the folder before it is rescanned.
@@ -60,10 +59,7 @@ impl PushHandle {
 
     /// The latest published snapshot.
     pub fn snapshot(&self) -> Snapshot {
-        match self.shared.lock() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        metrics::read(&self.shared)
     }
 }
 
@@ -160,19 +156,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         scheme: "push".into(),
         ..Default::default()
     }));
-    let metrics_addr = match opts.metrics {
-        Some(a) => {
-            let l = TcpListener::bind(a)
-                .await
-                .map_err(|e| NetError::socket(format!("metrics on {a}"), e))?;
-            let la = l
-                .local_addr()
-                .map_err(|e| NetError::socket("local address", e))?;
-            tokio::spawn(metrics::serve(l, shared.clone()));
-            Some(la)
-        }
-        None => None,
-    };
+    let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let banner = format!(
         "repocast push {}: {n} files, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {}{}; version {version}; key {key}",
         opts.dir.display(),

@@ -4,7 +4,7 @@
 
 use crate::NetError;
 use crate::addr;
-use crate::settings::de;
+use crate::settings::{check_groups, de};
 use crate::socket::Interface;
 use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
@@ -115,26 +115,6 @@ impl PushOptions {
         }
         Ok(())
     }
-}
-
-/// Both groups multicast, of one family, and different.
-pub(crate) fn check_groups(data: SocketAddr, announce: SocketAddr) -> Result<(), NetError> {
-    for g in [data, announce] {
-        if !g.ip().is_multicast() {
-            return Err(NetError::NotMulticast(g.ip()));
-        }
-    }
-    if data.is_ipv4() != announce.is_ipv4() {
-        return Err(NetError::Setting(
-            "the two groups must both be IPv4 or both IPv6",
-        ));
-    }
-    if data == announce {
-        return Err(NetError::Setting(
-            "the data and announcement groups must differ",
-        ));
-    }
-    Ok(())
 }
 
 /// The announcement group that goes with a data group given alone: the
