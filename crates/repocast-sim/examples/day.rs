@@ -6,7 +6,7 @@
 //! Prints the wall time, packets and clients. Not the simulator (that is
 //! `repocast-sim`); this measures what the core costs per packet.
 //!
-//! `cargo run --release -p repocast-core --example day [scheme] [seed]`
+//! `cargo run --release -p repocast-sim --example day [scheme] [seed]`
 
 #![allow(clippy::disallowed_methods)] // wall-clock timing of the run itself
 
@@ -29,14 +29,10 @@ fn main() {
         max_block_symbols: 1000,
         packet_interval: Duration::from_millis(80),
         burst: 1,
-        payloads: false,
         seed,
         ..ServerConfig::default()
     };
-    let items: Vec<(String, Vec<u8>)> = (0..100)
-        .map(|i| (format!("i{i}"), vec![0; 60 * 512]))
-        .collect();
-    let mut h = Harness::new(cfg, items, LossSpec::NONE).expect("harness");
+    let mut h = Harness::accounting(cfg, &[60 * 512; 100], LossSpec::NONE).expect("harness");
     h.control_delay = Duration::from_millis(100);
     let mut rng = Rng::new(seed);
     let day = 86_400_000_000u64;

@@ -12,7 +12,7 @@ use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::profile::Profile;
 use repocast_core::wire::FecParams;
-use repocast_sim::engine::MemorySource;
+use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
 /// One client-target step: kind 0 stream, 1 data, 2 announce, 3 time.

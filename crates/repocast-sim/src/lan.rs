@@ -16,7 +16,7 @@
 //! server signs its announcements, and every receiver pins the server's
 //! key. [`VirtualLan::inject`] puts an attacker's datagrams on the groups.
 
-use crate::engine::MemorySource;
+use crate::source::MemorySource;
 use repocast_core::auth::{Identity, PublicKey, SessionKey};
 use repocast_core::client::ClientStats;
 use repocast_core::endpoint::client::{

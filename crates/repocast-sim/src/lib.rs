@@ -1,11 +1,15 @@
 //! # repocast-sim: the simulator
 //!
-//! Runs the core's own server and client state machines, without payload
-//! bytes, over a simulated star or tree network on a virtual clock ([`engine`] is
-//! the event engine: per-link seeded loss, NAK travel time with a minimum
-//! and an exponential tail, clients joining at their arrival times;
-//! [`baseline`] holds SRM). No scheduling, FEC or retransmission logic lives
-//! here: this crate turns a [`scenario::Scenario`] into workloads
+//! Two kinds of run, both on a virtual clock. Accounting runs drive the
+//! core's server and client state machines without payload bytes over a
+//! simulated star or tree network ([`engine`]: per-link seeded loss, NAK
+//! travel time with a minimum and an exponential tail, clients joining at
+//! their arrival times; [`baseline`] holds SRM), fast enough for a
+//! simulated day in under a second. Payload runs drive the core's
+//! endpoints through their byte interfaces, exactly as the network driver
+//! does: [`lan`] for `serve`/`get`, [`push_lan`] for `push`/`listen`, over
+//! items held by [`source`]. No scheduling, FEC or retransmission logic
+//! lives here: this crate turns a [`scenario::Scenario`] into workloads
 //! ([`workload`]), runs them ([`run`]), sweeps a variable across series and
 //! seeds on all cores ([`sweep`]) and writes the results ([`output`]).
 
@@ -19,6 +23,7 @@ mod raster;
 pub mod requests;
 pub mod run;
 pub mod scenario;
+pub mod source;
 pub mod sweep;
 pub mod trace;
 pub mod workload;

@@ -6,7 +6,7 @@
 //! made durable, a file set replaced mid-run, and an attacker's datagrams
 //! ([`PushLan::inject`]). The deterministic twin of the tokio pumps.
 
-use crate::engine::MemorySource;
+use crate::source::MemorySource;
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;

@@ -37,12 +37,11 @@ fn measured(k: u32, x: u32, g: u32, r: f64, seed: u64) -> f64 {
         max_block_symbols: k,
         packet_interval: Duration::from_millis(1),
         burst: 1,
-        payloads: false,
         seed,
         ..ServerConfig::default()
     };
-    let item = vec![0u8; (k * g) as usize * t as usize];
-    let mut h = Harness::new(cfg, vec![("f".into(), item)], LossSpec::NONE).expect("harness");
+    let size = (k * g) as u64 * t as u64;
+    let mut h = Harness::accounting(cfg, &[size], LossSpec::NONE).expect("harness");
     let n = 400;
     for _ in 0..n {
         h.add_client(ClientSpec {
@@ -113,14 +112,11 @@ fn flat_measured(pages: &[u32], object: &[u32]) -> (f64, f64, f64) {
         max_block_symbols: 1000,
         packet_interval: slot,
         burst: 1,
-        payloads: false,
         seed: 3,
         ..ServerConfig::default()
     };
-    let items = (pages.iter().enumerate())
-        .map(|(i, &g)| (format!("d{i}"), vec![0u8; g as usize * t as usize]))
-        .collect();
-    let mut h = Harness::new(cfg, items, LossSpec::NONE).expect("harness");
+    let sizes: Vec<u64> = pages.iter().map(|&g| g as u64 * t as u64).collect();
+    let mut h = Harness::accounting(cfg, &sizes, LossSpec::NONE).expect("harness");
     let s: u32 = pages.iter().sum();
     for j in 0..s {
         h.add_client(ClientSpec {

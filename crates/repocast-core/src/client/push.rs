@@ -14,6 +14,9 @@ impl Client {
     /// layout is unusable fail at once (an event says why).
     pub fn subscribe(&mut self, _now: Instant, entries: Vec<ManifestEntry>) {
         self.push = true;
+        // Empty documents are complete at once, but only once every entry
+        // is in: completing one earlier could look like the last.
+        let mut empty = Vec::new();
         for entry in entries {
             let item = entry.item;
             let Some(layout) = self.layout_of(&entry) else {
@@ -27,8 +30,11 @@ impl Client {
             it.set_manifest(entry.clone(), layout, TransmissionId(0));
             self.events.push_back(ClientEvent::Manifest(entry));
             if layout.blocks() == 0 {
-                self.assembled(item);
+                empty.push(item);
             }
+        }
+        for item in empty {
+            self.assembled(item);
         }
         self.push_check_done();
     }

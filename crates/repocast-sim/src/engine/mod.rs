@@ -1,10 +1,14 @@
 //! The in-process harness: one server, N clients, per-link seeded loss and
 //! a virtual clock, in the manner of quinn's `Pair` but one-to-many.
 //!
-//! It is the smallest complete driver of the core and the model for the
-//! simulator and the network layer: it drains `poll_transmit` in one order
-//! ([`Harness::drain`]), moves control messages (with payloads, through
-//! their real byte encoding) with a one-way delay, delivers announcements
+//! It drives the core's state machines directly, in accounting mode (the
+//! codecs count symbols instead of decoding bytes; no hashes), so that a
+//! simulated day of tens of thousands of clients runs in well under a
+//! second. Payload runs, with real bytes through the very endpoints `serve`,
+//! `get`, `push` and `listen` run, are [`crate::lan`] and [`crate::push_lan`].
+//!
+//! It drains `poll_transmit` in one order ([`Harness::drain`]), moves
+//! control messages with a one-way delay, delivers announcements
 //! (lossless unless `announce_loss` is set), runs every data packet
 //! through the server link's loss model and then each client's, and jumps
 //! the clock to the earliest deadline. Clients join at chosen times.
@@ -16,35 +20,14 @@
 //! announcements arrive that much after they are sent, and its control
 //! messages take that much longer each way.
 
-mod source;
-
-pub use source::MemorySource;
-
 use repocast_core::client::{Client, ClientConfig, ClientEvent};
 use repocast_core::loss::{LossModel, LossSpec};
-use repocast_core::server::{
-    BlockSource, ItemInfo, NoPayload, Server, ServerConfig, ServerError, Transmit,
-};
+use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, ServerError, Transmit};
 use repocast_core::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
 use repocast_core::{ClientId, Instant, ItemId};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::time::Duration;
-
-/// With payloads, a control message goes through its byte encoding as a
-/// driver would send it (None if it does not parse back); without (the
-/// simulator's accounting runs), the value itself.
-macro_rules! through_bytes {
-    ($payloads:expr, $msg:expr, $ty:ty) => {
-        if $payloads {
-            let mut b = Vec::new();
-            $msg.emit(&mut b);
-            <$ty>::parse(&b).ok()
-        } else {
-            Some($msg)
-        }
-    };
-}
 
 /// A client to add to a run.
 #[derive(Debug, Clone)]
@@ -62,8 +45,6 @@ pub struct ClientSpec {
 pub struct ClientReport {
     /// Request to completion (None: not complete).
     pub delay: Option<Duration>,
-    /// Items verified, with their bytes (payload mode).
-    pub files: BTreeMap<ItemId, Vec<u8>>,
     /// Items completed.
     pub completed: usize,
     /// Failure reasons.
@@ -82,8 +63,6 @@ struct Node {
     client: Client,
     id: Option<ClientId>,
     loss: LossModel,
-    files: BTreeMap<ItemId, Vec<u8>>,
-    sizes: BTreeMap<ItemId, (u64, [u8; 32])>,
     completed: usize,
     done_at: Option<Instant>,
     failures: Vec<String>,
@@ -108,9 +87,8 @@ struct Node {
     skipped_useless: u64,
 }
 
-/// A control message in flight. With payloads it has already been through
-/// its byte encoding (as a driver would send it); accounting runs pass the
-/// value itself.
+/// A control message in flight (the value itself: byte encodings are the
+/// payload runs' business).
 enum Pending {
     ToServer(usize, ClientMsg),
     ToClient(usize, ServerMsg),
@@ -164,7 +142,6 @@ pub struct Harness {
     pub now: Instant,
     /// The server under test.
     pub server: Server,
-    source: Box<dyn BlockSource>,
     nodes: Vec<Node>,
     server_loss: LossModel,
     /// Shared links of a tree topology, and whether each lost the packet
@@ -205,7 +182,6 @@ pub struct Harness {
     pending: Vec<Option<Pending>>,
     free_slots: Vec<usize>,
     seq: u64,
-    payloads: bool,
     /// Push mode: clients subscribe to the carousel with the manifests
     /// instead of connecting and requesting.
     push: bool,
@@ -219,32 +195,6 @@ pub struct Harness {
 }
 
 impl Harness {
-    /// A harness serving `items` (payload mode: their bytes) with `cfg`.
-    pub fn new(
-        cfg: ServerConfig,
-        items: Vec<(String, Vec<u8>)>,
-        server_loss: LossSpec,
-    ) -> Result<Harness, ServerError> {
-        let payloads = cfg.payloads;
-        let fec = repocast_core::wire::FecParams {
-            code: cfg.code,
-            symbol_size: cfg.symbol_size,
-            max_block_symbols: cfg.max_block_symbols,
-        };
-        let infos: Vec<ItemInfo> = items
-            .iter()
-            .map(|(n, b)| MemorySource::item_info(n, b, &fec))
-            .collect::<Result<_, _>>()?;
-        let source: Box<dyn BlockSource> = if payloads {
-            Box::new(MemorySource::new(
-                items.into_iter().map(|(_, b)| b).collect(),
-            ))
-        } else {
-            Box::new(NoPayload)
-        };
-        Self::build(cfg, infos, source, server_loss)
-    }
-
     /// An accounting-mode harness (no payload bytes, no hashes) over items
     /// of these sizes, named `i0`, `i1`, ...: what the simulator runs.
     pub fn accounting(
@@ -261,22 +211,19 @@ impl Harness {
                 block_hashes: Vec::new(),
             })
             .collect();
-        Self::build(cfg, infos, Box::new(NoPayload), server_loss)
+        Self::build(cfg, infos, server_loss)
     }
 
     fn build(
         cfg: ServerConfig,
         infos: Vec<ItemInfo>,
-        source: Box<dyn BlockSource>,
         server_loss: LossSpec,
     ) -> Result<Harness, ServerError> {
-        let payloads = cfg.payloads;
         let push = cfg.scheduler.is_push();
         let seed = cfg.seed;
         Ok(Harness {
             now: Instant::ZERO,
             server: Server::new(cfg, infos)?,
-            source,
             nodes: Vec::new(),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             links: Vec::new(),
@@ -298,7 +245,6 @@ impl Harness {
             pending: Vec::new(),
             free_slots: Vec::new(),
             seq: 0,
-            payloads,
             push,
             seed,
             events: 0,
@@ -313,7 +259,7 @@ impl Harness {
         let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
         let client = Client::new(ClientConfig {
             seed,
-            payloads: self.payloads,
+            payloads: false,
             name: format!("c{i}"),
             ..self.client_config.clone()
         });
@@ -322,8 +268,6 @@ impl Harness {
             spec,
             client,
             id: None,
-            files: BTreeMap::new(),
-            sizes: BTreeMap::new(),
             completed: 0,
             done_at: None,
             failures: Vec::new(),
@@ -416,7 +360,7 @@ impl Harness {
     /// fixed order: server transmits, then each client's messages and events.
     pub fn drain(&mut self) {
         let now = self.now;
-        while let Some(t) = self.server.poll_transmit(now, self.source.as_mut()) {
+        while let Some(t) = self.server.poll_transmit(now, &mut NoPayload) {
             match t {
                 Transmit::Data(d) => self.deliver_data(&d),
                 Transmit::Announce(a) => {
@@ -448,9 +392,6 @@ impl Harness {
                 }
                 Transmit::Control(c, msg) => {
                     if let Some(&i) = self.by_id.get(&c) {
-                        let Some(msg) = through_bytes!(self.payloads, msg, ServerMsg) else {
-                            continue;
-                        };
                         let at = self.arrival(now, i, false);
                         self.schedule(at, Pending::ToClient(i, msg));
                     }
@@ -471,9 +412,6 @@ impl Harness {
                 self.on_event(i, e);
             }
             while let Some(m) = self.nodes[i].client.poll_transmit() {
-                let Some(m) = through_bytes!(self.payloads, m, ClientMsg) else {
-                    continue;
-                };
                 let at = self.arrival(now, i, true);
                 self.schedule(at, Pending::ToServer(i, m));
             }
@@ -527,19 +465,7 @@ impl Harness {
         }
     }
 
-    fn deliver_data(&mut self, d: &DataRepr) {
-        // With payloads, through the real byte format as a driver would;
-        // without (the simulator's accounting runs), as the value itself.
-        let parsed;
-        let p = if self.payloads {
-            let mut b = Vec::with_capacity(d.payload.len() + 64);
-            d.emit(&mut b);
-            let Ok(x) = DataRepr::parse(&b) else { return };
-            parsed = x;
-            &parsed
-        } else {
-            d
-        };
+    fn deliver_data(&mut self, p: &DataRepr) {
         let server_lost = self.server_loss.lose();
         for (lost, link) in self.link_lost.iter_mut().zip(&mut self.links) {
             *lost = link.lose();
@@ -610,28 +536,12 @@ impl Harness {
         let now = self.now;
         let n = &mut self.nodes[i];
         match e {
-            // Bytes and hashes only matter with payloads.
-            ClientEvent::Manifest(m) if self.payloads => {
-                n.sizes.insert(m.item, (m.size, m.hash));
-                n.files.insert(m.item, vec![0; m.size as usize]);
-            }
-            ClientEvent::Manifest(_) => {}
-            ClientEvent::BlockVerified {
-                item, offset, data, ..
-            } => {
-                if let Some(f) = n.files.get_mut(&item) {
-                    let end = (offset as usize + data.len()).min(f.len());
-                    f[offset as usize..end].copy_from_slice(&data[..end - offset as usize]);
-                }
-            }
-            ClientEvent::ItemAssembled(item) => {
-                let ok = match (n.files.get(&item), n.sizes.get(&item)) {
-                    (Some(f), Some((_, h))) => blake3::hash(f).as_bytes() == h,
-                    _ => false,
-                };
-                // Its follow-up events are drained by the caller's loop.
-                n.client.confirm_item(now, item, ok);
-            }
+            // No bytes in accounting mode: nothing to store or check.
+            ClientEvent::Manifest(_) | ClientEvent::BlockVerified { .. } => {}
+            // An accounting client completes items itself and never asks
+            // for the whole-item check; were it to, there are no bytes to
+            // check.
+            ClientEvent::ItemAssembled(item) => n.client.confirm_item(now, item, false),
             ClientEvent::ItemComplete(item) => {
                 n.completed += 1;
                 if let Some(list) = self.interest.get_mut(&item) {
@@ -747,7 +657,6 @@ impl Harness {
             .iter()
             .map(|n| ClientReport {
                 delay: n.done_at.map(|t| t - n.spec.join_at),
-                files: n.files.clone(),
                 completed: n.completed,
                 failures: n.failures.clone(),
                 measured_loss: if n.offered == 0 {

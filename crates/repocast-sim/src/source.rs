@@ -1,4 +1,4 @@
-//! An in-memory [`BlockSource`] for the harness and tests.
+//! An in-memory [`BlockSource`] for the payload runs ([`crate::lan`], [`crate::push_lan`]) and tests.
 
 use repocast_core::ItemId;
 use repocast_core::fec::layout::Layout;
