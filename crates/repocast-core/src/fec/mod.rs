@@ -182,6 +182,12 @@ pub trait BlockEncoder: Send {
     /// Writes the symbol with id `esi` into `out` (cleared first). Ids past
     /// the code's symbol space wrap around.
     fn symbol(&mut self, esi: u32, out: &mut Vec<u8>);
+    /// Does now the work repair symbols need before the first one (a
+    /// fountain code's intermediate symbols), so it is not done on the
+    /// sending path. Returns whether there was any to do.
+    fn prepare(&mut self) -> bool {
+        false
+    }
 }
 
 /// Collects encoding symbols of one block until it can be decoded.

@@ -74,14 +74,26 @@ impl BlockEncoder for RaptorQEncoder {
             out.extend_from_slice(&self.data[s..s + self.symbol_size]);
             return;
         }
-        let (k, t) = (self.k, self.symbol_size as u16);
-        let data = &self.data;
-        let enc = self.inner.get_or_insert_with(|| {
-            SourceBlockEncoder::with_encoding_plan(0, &oti(k, t), data, &plan(k))
-        });
-        if let Some(p) = enc.repair_packets(esi - k, 1).into_iter().next() {
+        self.prepare();
+        if let Some(p) = (self.inner.as_ref())
+            .and_then(|enc| enc.repair_packets(esi - self.k, 1).into_iter().next())
+        {
             out.extend_from_slice(p.data());
         }
+    }
+
+    fn prepare(&mut self) -> bool {
+        if self.inner.is_some() {
+            return false;
+        }
+        let (k, t) = (self.k, self.symbol_size as u16);
+        self.inner = Some(SourceBlockEncoder::with_encoding_plan(
+            0,
+            &oti(k, t),
+            &self.data,
+            &plan(k),
+        ));
+        true
     }
 }
 

@@ -10,6 +10,7 @@
 
 pub mod config;
 mod early;
+pub mod encoders;
 mod fcast;
 mod reports;
 pub mod transmission;
@@ -128,6 +129,8 @@ pub struct Server {
     /// The last transmission started was a repair (for shared turns).
     last_was_repair: bool,
     current: Option<Transmission>,
+    /// Push mode: encoders kept between passes (handed to each pass).
+    push_encoders: Option<encoders::EncoderCache>,
     next_tid: u32,
     outbox: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
@@ -202,6 +205,7 @@ impl Server {
             repairs: VecDeque::new(),
             last_was_repair: false,
             current: None,
+            push_encoders: None,
             next_tid: 1,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -441,7 +445,7 @@ impl Server {
     }
 
     fn finish_current(&mut self, now: Instant) {
-        if let Some(t) = self.current.take() {
+        if let Some(mut t) = self.current.take() {
             // ARM allocates ids as it goes: the next transmission of the item
             // starts after the last round sent, so no id is ever repeated.
             if let Some(arm) = &t.arm {
@@ -459,6 +463,9 @@ impl Server {
             self.adapt_nak_window();
             let a = self.announce(&t, AnnounceKind::End);
             self.outbox.push_back(Transmit::Announce(a));
+            if let Some(c) = t.take_encoders() {
+                self.push_encoders = Some(c);
+            }
         }
     }
 
@@ -663,11 +670,10 @@ impl Server {
             return;
         };
         let seed = self.cfg.seed ^ (t.id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        t.interleave(
-            &st.layout,
-            self.cfg.push_span_bytes,
-            crate::rng::Rng::new(seed),
-        );
+        let span = self.cfg.push_span_bytes;
+        let cache =
+            (self.push_encoders.take()).unwrap_or_else(|| encoders::EncoderCache::new(span));
+        t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
     }
 
     fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {

@@ -6,6 +6,7 @@
 //! once started, a plan is sent to the end.
 
 use super::config::BlockSource;
+use super::encoders::EncoderCache;
 use crate::fec::layout::Layout;
 use crate::fec::{BlockEncoder, CodeKind};
 use crate::wire::{AnnounceKind, DataRepr};
@@ -203,13 +204,25 @@ impl Transmission {
 
     /// Sends the plan in Fcast order (round by round over the blocks,
     /// shuffled by `rng`, spans of at most `span_bytes`) instead of block
-    /// after block.
-    pub fn interleave(&mut self, layout: &Layout, span_bytes: u64, rng: crate::rng::Rng) {
+    /// after block, with its encoders in `encoders` (handed back by
+    /// [`Transmission::take_encoders`]).
+    pub fn interleave(
+        &mut self,
+        layout: &Layout,
+        span_bytes: u64,
+        rng: crate::rng::Rng,
+        encoders: EncoderCache,
+    ) {
         if self.arm.is_none() {
             self.fcast = Some(super::fcast::Fcast::new(
-                &self.plan, layout, span_bytes, rng,
+                self.item, &self.plan, layout, span_bytes, rng, encoders,
             ));
         }
+    }
+
+    /// The encoder cache of an interleaved transmission, for the next.
+    pub fn take_encoders(&mut self) -> Option<EncoderCache> {
+        self.fcast.take().map(|f| f.encoders)
     }
 
     /// An ARM transmission of `blocks` blocks, `arm.maxseq` packets planned.
@@ -363,13 +376,13 @@ impl Transmission {
         let (block, esi) = (seg.block, seg.esis.get(pos));
         let mut payload = Vec::new();
         if let Some(src) = source {
+            let item = self.item;
             let enc = match self.fcast.as_mut() {
-                Some(f) => match f.encoders.entry(block) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(load_encoder(self.item, block, layout, code, src)?)
-                    }
-                },
+                Some(f) => f
+                    .encoders
+                    .get_or_load(item, block, layout.block_len(block), || {
+                        load_encoder(item, block, layout, code, src)
+                    })?,
                 None => {
                     if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
                         self.encoder = None;
