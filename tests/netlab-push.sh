@@ -11,6 +11,8 @@
 #
 #   tests/netlab-push.sh                      # 32 MiB at 100M, losses 0.05,0.05,0.5
 #   RATE=100M SIZE_MIB=32 LOSSES=0.05,0.05,0.5 RUNS=3 tests/netlab-push.sh
+#   KEEP=1 tests/netlab-push.sh               # keep the logs and files
+#   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -33,7 +35,7 @@ WORK=$(mktemp -d)
 cleanup() {
   [ -n "${PUSH_PID:-}" ] && kill "$PUSH_PID" 2>/dev/null || true
   bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
-  rm -rf "$WORK"
+  if [ -n "${KEEP:-}" ]; then echo "logs kept in $WORK"; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 
@@ -48,7 +50,7 @@ fi
 "$BIN" keygen --out "$WORK/push.key" >/dev/null 2>&1
 KEY="$WORK/push.key.pub"
 bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0 --key "$WORK/push.key" \
-  --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" > "$WORK/push.log" 2>&1 &
+  --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" ${PUSH_ARGS:-} > "$WORK/push.log" 2>&1 &
 PUSH_PID=$!
 sleep 1.3
 

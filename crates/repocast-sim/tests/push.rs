@@ -228,3 +228,55 @@ fn a_listener_killed_midway_keeps_what_it_verified() {
         .sum();
     assert_eq!(r.blocks_written, blocks, "a.bin was not written again");
 }
+
+/// SPEC 3.6's completion formula against the real listeners: Reed-Solomon
+/// blocks of k = 32 (kmax 32), passes of k + x symbols per block, G blocks;
+/// of 300 listeners tuned in as the first pass starts, the share that
+/// finishes within that pass (at most G(k + x) data packets sent while it
+/// listened) is
+/// P = (sum_{j<=x} C(k+x, j) r^j (1-r)^(k+x-j))^G.
+#[test]
+fn the_real_listeners_complete_as_the_fcast_formula_says() {
+    use repocast_core::fec::CodeKind;
+    fn binom(n: u64, j: u64) -> f64 {
+        (0..j).fold(1.0, |acc, i| acc * (n - i) as f64 / (i + 1) as f64)
+    }
+    let (k, x, g) = (32u64, 4u64, 6u64);
+    for (r, seed) in [(0.0, 2u64), (0.05, 3u64), (0.08, 4)] {
+        let mut cfg = config();
+        cfg.server.code = CodeKind::ReedSolomon;
+        cfg.server.max_block_symbols = k as u32;
+        cfg.server.scheme = format!("FEC({})+R(0)", x as f64 / k as f64)
+            .parse()
+            .expect("scheme");
+        // 1 Mbit/s: the pass lasts several catalogue periods, so a lost
+        // catalogue copy does not hold a listener past the pass.
+        cfg.server.set_rate(1_000_000, false).expect("rate");
+        let t = cfg.server.symbol_size as usize;
+        let files = vec![("f".to_string(), bytes((k * g) as usize * t, seed))];
+        let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
+        let n = 300;
+        for i in 0..n {
+            lan.listener(listener(r, 0.0), seed * 1000 + i);
+        }
+        lan.run(secs(30.0));
+        let reps = lan.reports();
+        let in_pass_1 = (reps.iter())
+            .filter(|rep| rep.delay.is_some() && rep.data_sent <= g * (k + x))
+            .count();
+        let measured = in_pass_1 as f64 / n as f64;
+        let per_block: f64 = (0..=x)
+            .map(|j| binom(k + x, j) * r.powi(j as i32) * (1.0 - r).powi((k + x - j) as i32))
+            .sum();
+        let p = per_block.powi(g as i32);
+        eprintln!("k {k} x {x} G {g} r {r}: formula {p:.3}, measured {measured:.3}");
+        // 300 listeners: standard error at most 0.029; three of them.
+        assert!(
+            (measured - p).abs() < 0.09,
+            "formula {p:.3}, measured {measured:.3}"
+        );
+        for rep in &reps {
+            check_files(rep, &files);
+        }
+    }
+}
