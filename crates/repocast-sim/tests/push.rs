@@ -280,3 +280,25 @@ fn the_real_listeners_complete_as_the_fcast_formula_says() {
         }
     }
 }
+
+/// A catalogue names at most 2^20 items: a pusher given more refuses the
+/// set with a reason (and keeps the one it had).
+#[test]
+fn a_pusher_refuses_more_files_than_a_catalogue_can_name() {
+    use repocast_core::server::ServerError;
+    use repocast_core::wire::catalogue::MAX_PUSH_ITEMS;
+    let files = vec![("a".to_string(), bytes(100, 1))];
+    let (items, _) = push_items(&files, &fec()).expect("items");
+    let mut p = PushEndpoint::new(
+        Instant::ZERO,
+        config(),
+        Identity::from_seed([7; 32]),
+        1,
+        items.clone(),
+    )
+    .expect("pusher");
+    let many = vec![items[0].clone(); MAX_PUSH_ITEMS as usize + 1];
+    let e = p.replace(Instant::ZERO, 2, many).expect_err("too many");
+    assert!(matches!(e, ServerError::TooManyItems { .. }), "{e}");
+    assert_eq!(p.items().len(), 1, "the old set stays");
+}

@@ -19,7 +19,7 @@ use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
 use crate::wire::FecParams;
-use crate::wire::catalogue::{CataloguePiece, ItemHead, split_item};
+use crate::wire::catalogue::{CataloguePiece, ItemHead, MAX_PUSH_ITEMS, split_item};
 use crate::{Instant, SessionId};
 use std::time::Duration;
 
@@ -131,6 +131,12 @@ impl PushEndpoint {
         version: u64,
         items: Vec<PushItem>,
     ) -> Result<(), ServerError> {
+        if items.len() > MAX_PUSH_ITEMS as usize {
+            return Err(ServerError::TooManyItems {
+                got: items.len(),
+                max: MAX_PUSH_ITEMS,
+            });
+        }
         let key = self.identity.public();
         let session = session_of(&key, version);
         let fec = FecParams {

@@ -64,6 +64,14 @@ pub enum ServerError {
     /// An item's block hashes do not match its layout.
     #[error("{0}: needs one hash per block")]
     BlockHashes(String),
+    /// More items than one push catalogue can name.
+    #[error("{got} files: a push catalogue names at most {max}")]
+    TooManyItems {
+        /// Items offered.
+        got: usize,
+        /// The catalogue's limit.
+        max: u32,
+    },
 }
 
 struct ItemState {
