@@ -25,6 +25,8 @@ struct Kept {
 /// Encoders by (item, block), bounded by the bytes of their blocks.
 pub struct EncoderCache {
     kept: BTreeMap<(ItemId, u32), Kept>,
+    /// The same keys by last use, oldest first.
+    by_use: BTreeMap<u64, (ItemId, u32)>,
     bytes: u64,
     budget: u64,
     tick: u64,
@@ -36,6 +38,7 @@ impl EncoderCache {
     pub fn new(budget: u64) -> Self {
         EncoderCache {
             kept: BTreeMap::new(),
+            by_use: BTreeMap::new(),
             bytes: 0,
             budget,
             tick: 0,
@@ -69,16 +72,15 @@ impl EncoderCache {
                 })
             }
         };
+        self.by_use.remove(&kept.used);
         kept.used = self.tick;
+        self.by_use.insert(self.tick, key);
         Ok(&mut kept.encoder)
     }
 
     /// Drops the least recently used encoder; false if none is left.
     fn evict(&mut self) -> bool {
-        let Some(key) = (self.kept.iter())
-            .min_by_key(|(_, k)| k.used)
-            .map(|(key, _)| *key)
-        else {
+        let Some((_, key)) = self.by_use.pop_first() else {
             return false;
         };
         if let Some(k) = self.kept.remove(&key) {
