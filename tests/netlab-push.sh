@@ -22,22 +22,8 @@ LOSSES=${LOSSES:-0.05,0.05,0.5}
 RUNS=${RUNS:-1}
 CODE=${CODE:-raptorq}
 NAME=rcp$$
-
-if [ "$(id -u)" != 0 ]; then echo "netlab-push.sh: skipped (needs root)"; exit 0; fi
-if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab-push.sh: skipped (no network namespaces)"; exit 0; fi
-ip netns del "${NAME}probe"
-
-if [ -z "${BIN:-}" ]; then
-  cargo build --release -q -p repocast-cli
-  BIN=$PWD/target/release/repocast
-fi
-WORK=$(mktemp -d)
-cleanup() {
-  [ -n "${PUSH_PID:-}" ] && kill "$PUSH_PID" 2>/dev/null || true
-  bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
-  if [ -n "${KEEP:-}" ]; then echo "logs kept in $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+SCRIPT=netlab-push.sh
+source tests/lab/common.sh
 
 mkdir -p "$WORK/repo"
 head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
@@ -51,13 +37,11 @@ fi
 KEY="$WORK/push.key.pub"
 bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0 --key "$WORK/push.key" \
   --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" ${PUSH_ARGS:-} > "$WORK/push.log" 2>&1 &
-PUSH_PID=$!
+BG_PID=$!
 sleep 1.3
 
 bytes=$(stat -c %s "$WORK/repo/big.bin")
-rate_bps=$(python3 -c "
-s='$RATE'; m={'k':1e3,'K':1e3,'m':1e6,'M':1e6,'g':1e9,'G':1e9}
-print(float(s[:-1])*m[s[-1]] if s[-1] in m else float(s))")
+rate_bps=$(lab_rate_bps "$RATE")
 echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
 fail=0
 for run in $(seq 1 "$RUNS"); do

@@ -9,6 +9,7 @@
 #   tests/netlab.sh                 # defaults below
 #   SCHEME="FEC(0.01R)+R(0)" RATE=100M SIZE_MIB=32 tests/netlab.sh
 #   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
+#   KEEP=1 tests/netlab.sh          # keep the logs and files
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -17,23 +18,8 @@ RATE=${RATE:-100M}
 SIZE_MIB=${SIZE_MIB:-32}
 LOSSES=${LOSSES:-0.05,0.05,0.5}
 NAME=rcl$$
-
-if [ "$(id -u)" != 0 ]; then echo "netlab.sh: skipped (needs root)"; exit 0; fi
-if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "netlab.sh: skipped (no network namespaces)"; exit 0; fi
-ip netns del "${NAME}probe"
-
-# BIN=path/to/repocast compares another build (nothing is built then).
-if [ -z "${BIN:-}" ]; then
-  cargo build --release -q -p repocast-cli
-  BIN=$PWD/target/release/repocast
-fi
-WORK=$(mktemp -d)
-cleanup() {
-  [ -n "${SERVER_PID:-}" ] && kill "$SERVER_PID" 2>/dev/null || true
-  bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+SCRIPT=netlab.sh
+source tests/lab/common.sh
 
 mkdir -p "$WORK/repo/docs"
 head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
@@ -49,7 +35,7 @@ fi
 KEY="$WORK/server.key.pub"
 bash "$LAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 --key "$WORK/server.key" \
   --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" > "$WORK/server.log" 2>&1 &
-SERVER_PID=$!
+BG_PID=$!
 for _ in $(seq 1 100); do
   bash "$LAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 --trust "$KEY" >/dev/null 2>&1 && break
   sleep 0.1
@@ -69,9 +55,7 @@ done
 for p in "${pids[@]}"; do wait "$p"; done
 
 bytes=$(du -sb --apparent-size "$WORK/repo" | cut -f1)
-rate_bps=$("$BIN" --version >/dev/null; python3 -c "
-s='$RATE'; m={'k':1e3,'K':1e3,'m':1e6,'M':1e6,'g':1e9,'G':1e9}
-print(float(s[:-1])*m[s[-1]] if s[-1] in m else float(s))")
+rate_bps=$("$BIN" --version >/dev/null; lab_rate_bps "$RATE")
 fail=0
 echo "scheme $SCHEME, rate $RATE, $bytes bytes, client loss $LOSSES"
 for c in 1 2 3; do
