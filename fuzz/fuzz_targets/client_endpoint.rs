@@ -10,6 +10,9 @@ use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 use repocast_core::Instant;
 
+#[path = "common/mod.rs"]
+mod common;
+
 fuzz_target!(|data: &[u8]| {
     let want = vec!["a".to_string(), "b/c".to_string()];
     let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Items(want.clone()));
@@ -18,11 +21,7 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::ZERO;
     let mut buf = Vec::new();
     let mut rest = data;
-    while let Some((&op, tail)) = rest.split_first() {
-        let Some((&hi, tail)) = tail.split_first() else { break };
-        let n = (((hi as usize) << 6) | (op as usize >> 2)).min(tail.len());
-        let (bytes, tail) = tail.split_at(n);
-        rest = tail;
+    while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
         match op % 4 {
             0 => ep.handle_stream(now, bytes),
             1 => ep.handle_datagram(now, Channel::Data, bytes),

@@ -13,6 +13,9 @@ use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 use repocast_core::Instant;
 
+#[path = "common/mod.rs"]
+mod common;
+
 fuzz_target!(|data: &[u8]| {
     let id = Identity::from_seed([7; 32]);
     let mut cfg = ListenConfig::new(Profile::Push.client());
@@ -22,11 +25,7 @@ fuzz_target!(|data: &[u8]| {
     let mut ep = ListenEndpoint::new(Instant::ZERO, cfg, MemoryStore::default());
     let mut now = Instant::ZERO;
     let mut rest = data;
-    while let Some((&op, tail)) = rest.split_first() {
-        let Some((&hi, tail)) = tail.split_first() else { break };
-        let n = (((hi as usize) << 6) | (op as usize >> 2)).min(tail.len());
-        let (bytes, tail) = tail.split_at(n);
-        rest = tail;
+    while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
         match op % 4 {
             0 => ep.handle_datagram(now, Channel::Announce, bytes),
             1 => {

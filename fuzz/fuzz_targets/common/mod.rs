@@ -1,0 +1,14 @@
+//! The record format the endpoint targets read their input in: an op
+//! byte, a length byte, then that many bytes (the op's low two bits pick
+//! the action, its upper six are the length's low bits).
+
+/// The next record of `rest` as (op, length byte, bytes), moving past it;
+/// None at the end. Targets also read the length byte as an amount of time.
+pub fn next_record<'a>(rest: &mut &'a [u8]) -> Option<(u8, u8, &'a [u8])> {
+    let (&op, tail) = rest.split_first()?;
+    let (&hi, tail) = tail.split_first()?;
+    let n = (((hi as usize) << 6) | (op as usize >> 2)).min(tail.len());
+    let (bytes, tail) = tail.split_at(n);
+    *rest = tail;
+    Some((op, hi, bytes))
+}
