@@ -109,21 +109,11 @@ fn run_all_verified(scheme: &str, code: CodeKind) -> VirtualLan {
             ids.len(),
             "{scheme} {code:?} seed {seed}: client {i}"
         );
-        for o in &r.outcomes {
-            assert_eq!(
-                o.result,
-                Ok(()),
-                "{scheme} {code:?} seed {seed}: client {i}: {}",
-                o.name
-            );
-            let src = data.iter().find(|d| d.0 == o.name).expect("known name");
-            assert_eq!(
-                r.files.get(&o.name),
-                Some(&src.1),
-                "{scheme} {code:?} seed {seed}: client {i}: {}",
-                o.name
-            );
-        }
+        common::assert_all_verified(
+            &format!("{scheme} {code:?} seed {seed}: client {i}"),
+            r,
+            &data,
+        );
         assert!(
             r.delay.is_some(),
             "{scheme} seed {seed}: client {i} never finished"

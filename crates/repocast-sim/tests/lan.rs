@@ -66,16 +66,7 @@ fn assert_verified(h: &VirtualLan, data: &[(String, Vec<u8>)], seed: u64) {
             !r.outcomes.is_empty(),
             "seed {seed}: client {i} had nothing"
         );
-        for o in &r.outcomes {
-            assert_eq!(o.result, Ok(()), "seed {seed}: client {i}: {}", o.name);
-            let src = data.iter().find(|d| d.0 == o.name).expect("known name");
-            assert_eq!(
-                r.files.get(&o.name),
-                Some(&src.1),
-                "seed {seed}: {}",
-                o.name
-            );
-        }
+        common::assert_all_verified(&format!("seed {seed}: client {i}"), r, data);
     }
 }
 
