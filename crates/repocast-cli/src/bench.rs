@@ -21,6 +21,9 @@ pub struct BenchArgs {
     /// Reliability scheme.
     #[arg(long, default_value = "FEC(0)+R(inf)")]
     pub scheme: String,
+    /// Encrypt the data, as `serve --encrypt`.
+    #[arg(long)]
+    pub encrypt: bool,
 }
 
 pub async fn run(a: BenchArgs) -> ExitCode {
@@ -60,6 +63,7 @@ pub async fn run(a: BenchArgs) -> ExitCode {
     so.rate_bps = rate;
     so.metrics = None;
     so.scheme = scheme;
+    so.encrypt = a.encrypt;
     let srv = match server::start(so).await {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
@@ -80,10 +84,11 @@ pub async fn run(a: BenchArgs) -> ExitCode {
     let secs = rep.elapsed.as_secs_f64();
     let goodput = size as f64 * 8.0 / secs / 1e6;
     println!(
-        "bench: {} MiB to one receiver on loopback in {secs:.2} s: goodput {goodput:.0} Mbit/s (rate cap {:.0} Mbit/s, scheme {}); {} datagrams heard, {} NAKs, server sent {} symbols ({} repair); verified: {}",
+        "bench: {} MiB to one receiver on loopback in {secs:.2} s: goodput {goodput:.0} Mbit/s (rate cap {:.0} Mbit/s, scheme {}{}); {} datagrams heard, {} NAKs, server sent {} symbols ({} repair); verified: {}",
         a.size_mib,
         rate as f64 / 1e6,
         a.scheme,
+        if a.encrypt { ", encrypted" } else { "" },
         rep.datagrams,
         rep.stats.naks,
         stats.map_or(0, |s| s.data_packets),

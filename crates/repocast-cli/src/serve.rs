@@ -81,6 +81,10 @@ pub struct ServeArgs {
     /// Only these networks may connect (repeatable): ADDRESS or ADDRESS/PREFIX [any].
     #[arg(long = "allow", value_name = "NETWORK")]
     pub allow: Vec<String>,
+    /// Encrypt the data on the multicast groups (AES-128 under the session
+    /// key), so only clients this server welcomed can read it [off].
+    #[arg(long)]
+    pub encrypt: bool,
 }
 
 /// The scheme the flags name, if they name one.
@@ -150,6 +154,7 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     for n in &a.allow {
         o.allow.push(n.parse().map_err(e)?);
     }
+    o.encrypt |= a.encrypt;
     o.validate().map_err(e)?;
     Ok(o)
 }

@@ -13,6 +13,10 @@
 //!   hash of 1.3 kB). A client drops a packet whose tag is missing or
 //!   wrong before its symbol reaches a decoder, so nobody without the key
 //!   can forge or corrupt a symbol;
+//! - with `serve --encrypt` the symbol bytes are also encrypted
+//!   ([`crypt_payload`]: AES-128-CTR under the key's second half, the
+//!   packet number as nonce; encrypt-then-MAC, the tag covers the
+//!   ciphertext), so only holders of the session key read the data;
 //! - every announcement datagram ends with a trailer ([`seal_announce`],
 //!   [`open_announce`]): the same keyed tag (cheap, checked first, so a
 //!   flood of forgeries costs one hash each) and an Ed25519 signature by
@@ -153,8 +157,11 @@ impl FromStr for PublicKey {
 #[derive(Clone)]
 pub struct SessionKey {
     bytes: [u8; 32],
-    /// AES-128-GCM under the first half of the key (data packets).
+    /// AES-128-GCM under the first half of the key (data packets' tags).
     gmac: ring::aead::LessSafeKey,
+    /// AES-128-GCM under the second half, used only for its counter-mode
+    /// keystream (encrypted payloads; its own GCM tag is not used).
+    cipher: ring::aead::LessSafeKey,
 }
 
 impl PartialEq for SessionKey {
@@ -169,11 +176,15 @@ impl SessionKey {
     /// The key from its bytes (the driver draws them from the OS).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
         // 16 bytes are always a valid AES-128 key.
-        let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, &bytes[..16])
-            .unwrap_or_else(|_| unreachable!("a 16-byte AES-128 key"));
+        let aes = |half: &[u8]| {
+            let unbound = ring::aead::UnboundKey::new(&ring::aead::AES_128_GCM, half)
+                .unwrap_or_else(|_| unreachable!("a 16-byte AES-128 key"));
+            ring::aead::LessSafeKey::new(unbound)
+        };
         SessionKey {
             bytes,
-            gmac: ring::aead::LessSafeKey::new(unbound),
+            gmac: aes(&bytes[..16]),
+            cipher: aes(&bytes[16..]),
         }
     }
 
@@ -213,6 +224,30 @@ impl SessionKey {
         t.copy_from_slice(&tag.as_ref()[..MAC_LEN]);
         Some(t)
     }
+}
+
+/// Encrypts or decrypts (the same operation) a data packet's symbol bytes
+/// in place: XOR with the AES-128-CTR keystream of the key's second half
+/// under packet number `number`, the number the packet's tag carries.
+/// Independent of the tag's key, so encrypt-then-MAC holds: the sender
+/// encrypts, then seals; the receiver checks the tag, then decrypts.
+pub fn crypt_payload(key: &SessionKey, number: u64, payload: &mut [u8]) {
+    let mut nonce = [0u8; 12];
+    nonce[4..].copy_from_slice(&number.to_be_bytes());
+    // GCM's encryption is CTR mode; its tag (over no associated data) is
+    // dropped. It fails only for inputs over 64 GiB.
+    let _ = key.cipher.seal_in_place_separate_tag(
+        ring::aead::Nonce::assume_unique_for_key(nonce),
+        ring::aead::Aad::empty(),
+        payload,
+    );
+}
+
+/// The packet number a data packet's tag carries (the nonce of its tag
+/// and of its payload's encryption).
+pub fn tag_number(tag: &[u8]) -> Option<u64> {
+    let n: [u8; 8] = tag.get(..8)?.try_into().ok()?;
+    Some(u64::from_be_bytes(n))
 }
 
 /// Equal without an early exit on the first differing byte.
@@ -365,6 +400,28 @@ mod tests {
         let other = SessionKey::from_bytes([8; 32]);
         assert_eq!(check_data(&other, &p), Err(AuthError::BadTag));
         assert_eq!(check_data(&k, &p[..3]), Err(AuthError::Missing));
+    }
+
+    #[test]
+    fn payload_encryption_round_trips_and_depends_on_key_and_number() {
+        let (k, _) = keys();
+        let plain: Vec<u8> = (0..1280u32).map(|i| (i * 7) as u8).collect();
+        let mut c = plain.clone();
+        crypt_payload(&k, 5, &mut c);
+        assert_ne!(c, plain);
+        // No byte left in the clear beyond chance.
+        let same = c.iter().zip(&plain).filter(|(a, b)| a == b).count();
+        assert!(same < 30, "{same} bytes unchanged");
+        let mut other_number = plain.clone();
+        crypt_payload(&k, 6, &mut other_number);
+        assert_ne!(other_number, c);
+        let mut other_key = plain.clone();
+        crypt_payload(&SessionKey::from_bytes([8; 32]), 5, &mut other_key);
+        assert_ne!(other_key, c);
+        crypt_payload(&k, 5, &mut c);
+        assert_eq!(c, plain);
+        assert_eq!(tag_number(&[0, 0, 0, 0, 0, 0, 1, 2, 9]), Some(258));
+        assert_eq!(tag_number(&[1, 2]), None);
     }
 
     #[test]

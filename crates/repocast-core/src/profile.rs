@@ -207,6 +207,7 @@ mod tests {
             probe: None,
             payload: vec![7; 1280],
             tag: vec![],
+            encrypted: false,
         };
         let mut b = Vec::new();
         p.emit(&mut b);

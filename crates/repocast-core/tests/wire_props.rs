@@ -30,6 +30,8 @@ fn data() -> impl Strategy<Value = DataRepr> {
                 seq,
                 probe: probe.map(|(pts, timestamp_us)| Probe { pts, timestamp_us }),
                 payload,
+                // Encryption is flagged only on tagged packets.
+                encrypted: !tag.is_empty() && s % 2 == 0,
                 tag,
             },
         )
@@ -380,6 +382,7 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
         probe: None,
         payload: vec![1, 2],
         tag: vec![],
+        encrypted: false,
     }
     .emit(&mut d);
     d[20..24].copy_from_slice(&(1u32 << 24).to_be_bytes());
@@ -387,6 +390,18 @@ fn forged_counts_and_lengths_are_refused_before_allocating() {
         DataRepr::parse(&d),
         Err(WireError::OutOfRange {
             field: "symbol id",
+            ..
+        })
+    ));
+    // The encrypted flag without a tag: an encrypted payload is always
+    // authenticated, so this is malformed.
+    d[20..24].copy_from_slice(&1u32.to_be_bytes());
+    assert!(DataRepr::parse(&d).is_ok());
+    d[28] |= 4;
+    assert!(matches!(
+        DataRepr::parse(&d),
+        Err(WireError::OutOfRange {
+            field: "data flags",
             ..
         })
     ));

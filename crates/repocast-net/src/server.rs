@@ -123,6 +123,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.report_timeout = opts.report_timeout;
     // Tags on every packet: the key goes in before the rate (packets grow).
     cfg.session_key = Some(keys::session_key()?);
+    cfg.encrypt = opts.encrypt;
     cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
     cfg.channels = Channels {
         data: Some(opts.data_group),

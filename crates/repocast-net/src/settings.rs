@@ -70,6 +70,9 @@ pub struct ServeOptions {
     pub key: Option<PathBuf>,
     /// Networks allowed to open request connections (empty: any).
     pub allow: Vec<addr::Cidr>,
+    /// Encrypt the data on the multicast groups under the session key, so
+    /// that only welcomed clients can read it (`--encrypt`).
+    pub encrypt: bool,
 }
 
 impl Default for ServeOptions {
@@ -129,6 +132,7 @@ impl ServeOptions {
             report_timeout: lan.report_timeout,
             key: None,
             allow: Vec::new(),
+            encrypt: false,
         }
     }
 }

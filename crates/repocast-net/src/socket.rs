@@ -316,6 +316,7 @@ mod tests {
             probe: None,
             payload: vec![item as u8; 16],
             tag: vec![],
+            encrypted: false,
         };
         let mut b = Vec::new();
         p.emit(&mut b);

@@ -217,6 +217,7 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
             probe: None,
             payload: vec![0xEE; 1280],
             tag: vec![],
+            encrypted: false,
         }
         .emit(&mut forged);
         for i in 0..400u32 {

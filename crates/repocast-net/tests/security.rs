@@ -2,7 +2,8 @@
 //! allow-list, a hostile served folder (a file changed while served, a
 //! FIFO swapped in, an unreadable file), a server that never answers, and
 //! the client's own folder (an existing different file, two `get`s at
-//! once). Each ends in a clear outcome, never a hang.
+//! once), and `serve --encrypt` end to end. Each ends in a clear outcome,
+//! never a hang.
 
 mod common;
 
@@ -212,5 +213,24 @@ async fn two_gets_into_one_folder_at_once_both_verify() {
     let (a, b) = (a.expect("get a"), b.expect("get b"));
     assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);
     assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encrypting_server_delivers_verified_files_under_loss() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("a", 2_000_000), ("d/b", 300_000)], 8);
+    let mut o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
+    o.encrypt = true;
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(&srv, out.path(), &["a", "d/b"], 0.1, 3), None)
+        .await
+        .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert_eq!(rep.forged, 0);
+    for f in ["a", "d/b"] {
+        assert!(same(&repo.path().join(f), &out.path().join(f)), "{f}");
+    }
     srv.stop().await.expect("stop");
 }

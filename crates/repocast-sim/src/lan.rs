@@ -125,6 +125,10 @@ pub struct VirtualLan {
     pub idle_timeout: Duration,
     /// The key receivers pin (the server's identity, if it has one).
     server_key: Option<PublicKey>,
+    /// Data datagrams an eavesdropper on the server's link copied, and how
+    /// many more it copies ([`VirtualLan::tap_data`]).
+    tapped: Vec<Vec<u8>>,
+    tap_left: usize,
 }
 
 impl VirtualLan {
@@ -174,7 +178,20 @@ impl VirtualLan {
             profile,
             seed,
             idle_timeout: Duration::from_secs(60),
+            tapped: Vec::new(),
+            tap_left: 0,
         })
+    }
+
+    /// Copies the next `n` data datagrams the server sends, as an
+    /// eavesdropper on its link would see them ([`VirtualLan::tapped`]).
+    pub fn tap_data(&mut self, n: usize) {
+        self.tap_left = n;
+    }
+
+    /// The data datagrams [`VirtualLan::tap_data`] copied.
+    pub fn tapped(&self) -> &[Vec<u8>] {
+        &self.tapped
     }
 
     /// Delivers `bytes` on channel `ch` at `at` to every receiver then
@@ -315,6 +332,10 @@ impl VirtualLan {
                     } else {
                         Channel::Announce
                     };
+                    if dest == Dest::Data && self.tap_left > 0 {
+                        self.tap_left -= 1;
+                        self.tapped.push(buf.clone());
+                    }
                     if self.server_loss.lose() {
                         continue;
                     }

@@ -135,7 +135,23 @@ impl RequestWorkload {
 /// of it serves every pair waiting for it; a receiver keeps `keep` of what
 /// is sent (a fountain code: any `size / keep` bytes complete a file).
 pub fn fluid_multicast(w: &RequestWorkload, rate_bps: f64, keep: f64) -> Vec<f64> {
+    fluid_multicast_run(w, rate_bps, keep).delays
+}
+
+/// What the multicast fluid model does with a workload.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FluidMulticast {
+    /// Delays, seconds, by request.
+    pub delays: Vec<f64>,
+    /// Payload bytes the link sent: the least a multicast scheme that
+    /// serves every request as soon as the fluid one does must send.
+    pub sent_bytes: f64,
+}
+
+/// [`fluid_multicast`] with the bytes it sent.
+pub fn fluid_multicast_run(w: &RequestWorkload, rate_bps: f64, keep: f64) -> FluidMulticast {
     let rate = rate_bps / 8.0 * keep.clamp(1e-6, 1.0);
+    let mut sent_bytes = 0.0;
     // Pending pairs: (request, file, bytes still to hear).
     let mut pending: Vec<(usize, usize, f64)> = Vec::new();
     let mut left: Vec<usize> = w.requests.iter().map(|r| r.files.len()).collect();
@@ -173,6 +189,7 @@ pub fn fluid_multicast(w: &RequestWorkload, rate_bps: f64, keep: f64) -> Vec<f64
             dt = dt.min(t - now);
         }
         now += dt;
+        sent_bytes += dt * rate_bps / 8.0;
         for p in pending.iter_mut().filter(|p| p.1 == item) {
             p.2 -= dt * rate;
         }
@@ -187,7 +204,10 @@ pub fn fluid_multicast(w: &RequestWorkload, rate_bps: f64, keep: f64) -> Vec<f64
             false
         });
     }
-    done
+    FluidMulticast {
+        delays: done,
+        sent_bytes,
+    }
 }
 
 /// Delays (seconds, by request) of processor-shared unicast: every

@@ -357,13 +357,19 @@ impl<S: BlockStore> ClientEndpoint<S> {
         }
         match from {
             Channel::Data => match DataRepr::parse(bytes) {
-                Ok(p) => {
+                Ok(mut p) => {
                     let forged = self.session_key.as_ref().is_some_and(|k| {
                         p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err()
                     });
-                    if forged {
+                    // An encrypted symbol is read only under the key that
+                    // checked its tag.
+                    let key = self.session_key.as_ref().filter(|_| p.encrypted);
+                    if forged || (p.encrypted && key.is_none()) {
                         self.stats.forged += 1;
                         return;
+                    }
+                    if let (Some(k), Some(n)) = (key, auth::tag_number(&p.tag)) {
+                        auth::crypt_payload(k, n, &mut p.payload);
                     }
                     self.on_data(now, &p)
                 }

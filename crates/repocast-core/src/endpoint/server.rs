@@ -50,6 +50,8 @@ pub struct ServerEndpoint {
     session_key: Option<SessionKey>,
     /// Signs announcements.
     identity: Option<Identity>,
+    /// Encrypt data packets' symbols under the session key.
+    encrypt: bool,
     /// Data packets sealed under the session key: the next one's number
     /// (its GMAC nonce, so never repeated under the key).
     sealed: u64,
@@ -64,9 +66,11 @@ impl ServerEndpoint {
         items: Vec<ItemInfo>,
     ) -> Result<Self, ServerError> {
         let session_key = cfg.session_key.clone();
+        let encrypt = cfg.encrypt && session_key.is_some();
         Ok(ServerEndpoint {
             session_key,
             identity: None,
+            encrypt,
             sealed: 0,
             server: Server::new(cfg, items)?,
             limits,
@@ -236,9 +240,13 @@ impl ServerEndpoint {
             match t {
                 Transmit::Data(mut d) => {
                     if let Some(k) = &self.session_key {
+                        self.sealed += 1;
+                        if self.encrypt {
+                            auth::crypt_payload(k, self.sealed, &mut d.payload);
+                            d.encrypted = true;
+                        }
                         d.tag = vec![0; auth::TAG_LEN];
                         d.emit(buf);
-                        self.sealed += 1;
                         auth::seal_data(k, self.sealed, buf);
                     } else {
                         d.emit(buf);

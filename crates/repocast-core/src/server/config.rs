@@ -56,6 +56,10 @@ pub struct ServerConfig {
     /// `None` runs unauthenticated (the simulator's studies). Set it
     /// before [`ServerConfig::set_rate`]: tags make packets longer.
     pub session_key: Option<crate::auth::SessionKey>,
+    /// Encrypt the symbol bytes of data packets under the session key
+    /// (`serve --encrypt`; nothing without a session key), so that only
+    /// clients the server welcomed can read them.
+    pub encrypt: bool,
     /// Repairs and scheduled sends take turns when both are waiting, so no
     /// one client's repairs starve everybody else's requests (the study
     /// sends repairs first, always).
@@ -97,6 +101,7 @@ impl Default for ServerConfig {
             arm_initial_rtt: Duration::from_millis(100),
             channels: Default::default(),
             session_key: None,
+            encrypt: false,
             share_repairs: false,
             drop_orphans: false,
             repair_budget: None,

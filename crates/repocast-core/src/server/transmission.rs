@@ -407,6 +407,7 @@ impl Transmission {
             probe: None,
             payload,
             tag: Vec::new(),
+            encrypted: false,
         };
         self.seq += 1;
         if self.fcast.is_none() {
@@ -516,6 +517,7 @@ impl Transmission {
             probe,
             payload,
             tag: Vec::new(),
+            encrypted: false,
         }))
     }
 }

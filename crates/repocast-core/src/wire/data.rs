@@ -24,6 +24,7 @@ pub const MAX_SYMBOL_ID: u32 = (1 << 24) - 1;
 
 const FLAG_PROBE: u8 = 1;
 const FLAG_TAG: u8 = 2;
+const FLAG_ENCRYPTED: u8 = 4;
 
 /// An ARM probe: symbols still to come and the sender's timestamp.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +56,9 @@ pub struct DataRepr {
     pub payload: Vec<u8>,
     /// Authentication tag (`crate::auth::seal_data`), empty if none.
     pub tag: Vec<u8>,
+    /// Whether the payload is encrypted (`crate::auth::crypt_payload`);
+    /// only with a tag.
+    pub encrypted: bool,
 }
 
 impl DataRepr {
@@ -80,7 +84,9 @@ impl DataRepr {
         check_max("symbol id", symbol as u64, MAX_SYMBOL_ID as u64)?;
         let seq = r.u32()?;
         let flags = r.u8()?;
-        if flags & !(FLAG_PROBE | FLAG_TAG) != 0 {
+        let known = FLAG_PROBE | FLAG_TAG | FLAG_ENCRYPTED;
+        // An encrypted payload is always authenticated.
+        if flags & !known != 0 || (flags & FLAG_ENCRYPTED != 0 && flags & FLAG_TAG == 0) {
             return Err(WireError::OutOfRange {
                 field: "data flags",
                 value: flags as u64,
@@ -115,6 +121,7 @@ impl DataRepr {
             probe,
             payload,
             tag,
+            encrypted: flags & FLAG_ENCRYPTED != 0,
         })
     }
 
@@ -127,6 +134,9 @@ impl DataRepr {
         }
         if !self.tag.is_empty() {
             flags |= FLAG_TAG;
+            if self.encrypted {
+                flags |= FLAG_ENCRYPTED;
+            }
         }
         w.u32(self.session.0)
             .u32(self.transmission.0)
