@@ -237,7 +237,7 @@ async fn hostile_connections(repo: &Path, work: &Path, rate: u64, n: usize) {
     };
     let trust = Trust::Key(id.public());
     for _ in 0..100 {
-        if client::list(listen, &trust).await.is_ok() {
+        if client::list(listen, &trust, None).await.is_ok() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -59,6 +59,10 @@ pub struct TrustArgs {
     /// The known-servers file [~/.config/repocast/known_servers].
     #[arg(long, value_name = "FILE")]
     pub known_servers: Option<PathBuf>,
+    /// A file holding the access token for a server that requires one
+    /// (`serve --tokens`) [the REPOCAST_TOKEN environment variable, if set].
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
 }
 
 impl TrustArgs {
@@ -70,6 +74,20 @@ impl TrustArgs {
             (None, Some(f)) => Trust::KnownServers(f.clone()),
             (None, None) => Trust::KnownServers(tls::default_known_servers()),
         })
+    }
+
+    /// The access token to present, if any: from `--token-file`, else
+    /// from `REPOCAST_TOKEN` (never a flag's value: it would show in `ps`).
+    fn token(&self) -> Result<Option<String>, String> {
+        match &self.token_file {
+            Some(f) => repocast_net::keys::read_token(f)
+                .map(Some)
+                .map_err(|e| e.to_string()),
+            None => Ok(std::env::var("REPOCAST_TOKEN")
+                .ok()
+                .map(|t| t.trim().to_owned())
+                .filter(|t| !t.is_empty())),
+        }
     }
 }
 
@@ -114,6 +132,7 @@ fn options(a: &GetArgs) -> Result<GetOptions, String> {
     o.ssm = !a.no_ssm;
     o.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
     o.trust = a.trust.trust()?;
+    o.token = a.trust.token()?;
     o.overwrite = a.overwrite;
     Ok(o)
 }
@@ -183,9 +202,9 @@ pub async fn run(a: GetArgs) -> ExitCode {
 }
 
 pub async fn ls(a: LsArgs) -> ExitCode {
-    let (server, trust) = match addr::resolve_server(&a.server)
+    let (server, trust, token) = match addr::resolve_server(&a.server)
         .map_err(|e| e.to_string())
-        .and_then(|s| Ok((s, a.trust.trust()?)))
+        .and_then(|s| Ok((s, a.trust.trust()?, a.trust.token()?)))
     {
         Ok(s) => s,
         Err(e) => {
@@ -193,7 +212,7 @@ pub async fn ls(a: LsArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match client::list(server, &trust).await {
+    match client::list(server, &trust, token).await {
         Ok(entries) => {
             for e in &entries {
                 println!("{:>14}  {}", e.size, e.name);

@@ -1,5 +1,6 @@
 //! `repocast keygen`: a new server identity key on disk, its public key
-//! printed (what clients give to `--trust`).
+//! printed (what clients give to `--trust`); with `--token`, a new random
+//! access token printed instead (for `serve --tokens`).
 
 use repocast_net::keys;
 use std::path::PathBuf;
@@ -12,9 +13,25 @@ pub struct KeygenArgs {
     /// never overwritten [~/.config/repocast/server.key].
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Print a new random access token instead (a line for `serve
+    /// --tokens`' file, and what a client's `--token-file` holds).
+    #[arg(long, conflicts_with = "out")]
+    pub token: bool,
 }
 
 pub fn run(a: KeygenArgs) -> ExitCode {
+    if a.token {
+        return match keys::new_token() {
+            Ok(t) => {
+                println!("{t}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("repocast keygen: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let Some(path) = a
         .out
         .or_else(|| keys::config_dir().map(|d| d.join("server.key")))

@@ -85,6 +85,11 @@ pub struct ServeArgs {
     /// key), so only clients this server welcomed can read it [off].
     #[arg(long)]
     pub encrypt: bool,
+    /// Require an access token: FILE holds the tokens accepted, one per
+    /// line (`LABEL TOKEN` or `TOKEN`; `repocast keygen --token` makes one)
+    /// [none required].
+    #[arg(long, value_name = "FILE")]
+    pub tokens: Option<PathBuf>,
 }
 
 /// The scheme the flags name, if they name one.
@@ -155,6 +160,9 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
         o.allow.push(n.parse().map_err(e)?);
     }
     o.encrypt |= a.encrypt;
+    if a.tokens.is_some() {
+        o.tokens = a.tokens.clone();
+    }
     o.validate().map_err(e)?;
     Ok(o)
 }

@@ -250,6 +250,13 @@ pub fn tag_number(tag: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(n))
 }
 
+/// What the server keeps of an access token (`serve --tokens`): a BLAKE3
+/// hash under a context of its own, so the token itself need not stay in
+/// memory and a hash from elsewhere never passes as one.
+pub fn token_hash(token: &str) -> [u8; 32] {
+    blake3::derive_key("repocast access token v1", token.trim().as_bytes())
+}
+
 /// Equal without an early exit on the first differing byte.
 fn ct_eq(want: &[u8], got: &[u8]) -> Result<(), AuthError> {
     let diff = want.iter().zip(got).fold(0u8, |d, (a, b)| d | (a ^ b));

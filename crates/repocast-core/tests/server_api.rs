@@ -308,3 +308,89 @@ fn a_peer_repeating_one_off_messages_is_closed() {
     assert_eq!(ep.stats().closed_repeating, 1);
     assert_eq!(ep.connections(), 0);
 }
+
+/// Access tokens: with them required, a connection that opens with
+/// anything but a hello carrying a known token is answered with the reason
+/// and closed; one with a known token is served as before.
+#[test]
+fn without_a_known_token_a_connection_gets_a_reason_and_is_closed() {
+    use repocast_core::auth::token_hash;
+    use repocast_core::endpoint::server::ServerEndpoint;
+    use repocast_core::endpoint::{CloseReason, Dest};
+    use repocast_core::profile::Profile;
+    use repocast_core::wire::ServerMsg;
+    use repocast_core::wire::frame::{FrameDecoder, encode_frame};
+    let info = ItemInfo {
+        name: "a".into(),
+        size: 0,
+        hash: [0; 32],
+        block_hashes: vec![],
+    };
+    let good = "a-token-of-sixteen-or-more";
+    let mut ep = ServerEndpoint::new(Profile::Lan.server(), Profile::Lan.limits(), vec![info])
+        .expect("ep")
+        .with_tokens(vec![token_hash(good)]);
+    let now = Instant::ZERO;
+    let frame = |m: ClientMsg| {
+        let (mut body, mut f) = (Vec::new(), Vec::new());
+        m.emit(&mut body);
+        encode_frame(&body, &mut f);
+        f
+    };
+    let hello = |token: Option<&str>| {
+        frame(ClientMsg::Hello {
+            name: "x".into(),
+            token: token.map(str::to_owned),
+        })
+    };
+    // What the endpoint sends connection `c` now, parsed.
+    let replies = |ep: &mut ServerEndpoint, c| {
+        let (mut buf, mut dec, mut out) = (Vec::new(), FrameDecoder::default(), Vec::new());
+        let mut src = repocast_core::server::NoPayload;
+        while let Some(d) = ep.poll_transmit(now, &mut src, &mut buf) {
+            if d == Dest::Conn(c) {
+                dec.extend(&buf);
+            }
+        }
+        while let Ok(Some(f)) = dec.next_frame() {
+            out.push(ServerMsg::parse(&f).expect("the endpoint's own frame"));
+        }
+        out
+    };
+    let cases = [
+        (frame(ClientMsg::ListCatalogue), "requires an access token"),
+        (hello(None), "requires an access token"),
+        (
+            hello(Some("not-the-token-at-all")),
+            "does not know this token",
+        ),
+    ];
+    for (i, (first, why)) in cases.into_iter().enumerate() {
+        let c = ep.accept(now).expect("accepted");
+        // Whatever follows the refused message is not looked at.
+        let mut bytes = first;
+        bytes.extend(hello(Some(good)));
+        ep.handle_stream(now, c, &bytes);
+        let got = replies(&mut ep, c);
+        assert!(
+            matches!(&got[..], [ServerMsg::Failed { item: None, reason, .. }] if reason.contains(why)),
+            "case {i}: {got:?}"
+        );
+        assert_eq!(ep.poll_close(), Some((c, CloseReason::Unauthorized)));
+        assert_eq!(ep.stats().refused_unauthorized, i as u64 + 1);
+    }
+    assert_eq!(ep.connections(), 0);
+    // The known token, with surrounding blanks as a file would have them.
+    let c = ep.accept(now).expect("accepted");
+    let mut bytes = hello(Some(&format!(" {good}\n")));
+    bytes.extend(frame(ClientMsg::ListCatalogue));
+    ep.handle_stream(now, c, &bytes);
+    let got = replies(&mut ep, c);
+    assert!(
+        matches!(got.first(), Some(ServerMsg::Welcome { .. })),
+        "{got:?}"
+    );
+    assert!(got.iter().any(|m| matches!(m, ServerMsg::Catalogue { .. })));
+    assert_eq!(ep.poll_close(), None);
+    assert_eq!(ep.stats().refused_unauthorized, 3);
+}

@@ -65,6 +65,8 @@ pub struct GetOptions {
     pub trust: Trust,
     /// Replace existing files that differ from the item.
     pub overwrite: bool,
+    /// Access token, for a server that requires one.
+    pub token: Option<String>,
 }
 
 /// Default memory for partially received blocks.
@@ -87,6 +89,7 @@ impl GetOptions {
             memory_budget: MEMORY_BUDGET,
             trust: Trust::KnownServers(tls::default_known_servers()),
             overwrite: false,
+            token: None,
         }
     }
 }
@@ -275,10 +278,16 @@ async fn drive<S: BlockStore>(
 }
 
 /// `repocast ls`: the server's catalogue.
-pub async fn list(server: SocketAddr, trust: &Trust) -> Result<Vec<CatalogueEntry>, NetError> {
+pub async fn list(
+    server: SocketAddr,
+    trust: &Trust,
+    token: Option<String>,
+) -> Result<Vec<CatalogueEntry>, NetError> {
     let (sock, key) = connect(server, trust).await?;
     let start = std::time::Instant::now();
-    let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Catalogue);
+    let mut client = Profile::Lan.client();
+    client.token = token;
+    let mut cfg = ClientEndpointConfig::new(client, Want::Catalogue);
     cfg.idle_timeout = CONNECT_TIMEOUT;
     cfg.server_key = Some(key);
     let mut ep = ClientEndpoint::new(core_now(start), cfg, MemoryStore::default());
@@ -301,6 +310,7 @@ pub async fn get(
     let store = Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite);
     let mut client = Profile::Lan.client();
     client.seed = opts.seed;
+    client.token = opts.token.clone();
     let want = if opts.all {
         Want::All
     } else {

@@ -1,6 +1,7 @@
 //! Key files: the server's identity on disk (`repocast keygen`, `serve
 //! --key`), public keys given to `--trust` as text or as a `.pub` file,
-//! and fresh randomness for identities and session keys (the operating
+//! access tokens (`serve --tokens`, `get --token-file`), and fresh
+//! randomness for identities, session keys and tokens (the operating
 //! system's, drawn here so the core stays free of it).
 
 use crate::NetError;
@@ -26,6 +27,54 @@ pub fn generate_identity() -> Result<Identity, NetError> {
 /// A new random session key.
 pub fn session_key() -> Result<SessionKey, NetError> {
     random32().map(SessionKey::from_bytes)
+}
+
+/// Fewest characters an access token may have.
+pub const MIN_TOKEN_LEN: usize = 16;
+
+/// A new random access token (32 hex digits: 128 bits).
+pub fn new_token() -> Result<String, NetError> {
+    random32().map(|b| hex::encode(&b[..16]))
+}
+
+/// The access tokens a server accepts, as the core keeps them (hashes):
+/// one per line of `path`, `LABEL TOKEN` or just `TOKEN` (the label is the
+/// operator's note); blank lines and `#` comments are skipped. A token
+/// shorter than [`MIN_TOKEN_LEN`], or a file with none, is an error.
+pub fn read_token_hashes(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| NetError::Key(format!("{}: {e}", path.display())))?;
+    let mut hashes = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let token = line.split_whitespace().last().unwrap_or_default();
+        if token.len() < MIN_TOKEN_LEN {
+            return Err(NetError::Key(format!(
+                "{} line {}: a token must have at least {MIN_TOKEN_LEN} characters",
+                path.display(),
+                n + 1
+            )));
+        }
+        hashes.push(repocast_core::auth::token_hash(token));
+    }
+    if hashes.is_empty() {
+        return Err(NetError::Key(format!("{}: no tokens", path.display())));
+    }
+    Ok(hashes)
+}
+
+/// A client's access token from `path` (its first line that is not blank
+/// or a comment).
+pub fn read_token(path: &Path) -> Result<String, NetError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| NetError::Key(format!("{}: {e}", path.display())))?;
+    (text.lines().map(str::trim))
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .ok_or_else(|| NetError::Key(format!("{}: no token", path.display())))
 }
 
 /// Where the public half of the key at `path` is written.

@@ -137,8 +137,13 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     };
     let tls = tls::server_config(&identity)?;
     let key = identity.public();
-    let endpoint =
-        ServerEndpoint::new(cfg, Profile::Lan.limits(), repo.infos())?.with_identity(identity);
+    let tokens = match &opts.tokens {
+        Some(path) => keys::read_token_hashes(path)?,
+        None => Vec::new(),
+    };
+    let endpoint = ServerEndpoint::new(cfg, Profile::Lan.limits(), repo.infos())?
+        .with_identity(identity)
+        .with_tokens(tokens);
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
         items: repo.files.len(),
         scheme: opts.scheme.to_string(),

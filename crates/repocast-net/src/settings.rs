@@ -73,6 +73,9 @@ pub struct ServeOptions {
     /// Encrypt the data on the multicast groups under the session key, so
     /// that only welcomed clients can read it (`--encrypt`).
     pub encrypt: bool,
+    /// A file of access tokens (`keys::read_token_hashes`); with it a
+    /// client must present one of them (`--tokens`).
+    pub tokens: Option<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -133,6 +136,7 @@ impl ServeOptions {
             key: None,
             allow: Vec::new(),
             encrypt: false,
+            tokens: None,
         }
     }
 }

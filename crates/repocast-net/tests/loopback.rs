@@ -79,7 +79,7 @@ async fn unknown_items_fail_with_a_reason_and_ls_lists_the_catalogue() {
     let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(0)"))
         .await
         .expect("serve");
-    let cat = client::list(srv.request_addr, &Trust::Key(srv.key))
+    let cat = client::list(srv.request_addr, &Trust::Key(srv.key), None)
         .await
         .expect("ls");
     let names: Vec<_> = cat.iter().map(|e| (e.name.as_str(), e.size)).collect();
@@ -241,7 +241,11 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
         .await
         .expect("flush");
     let mut hello = Vec::new();
-    ClientMsg::Hello { name: "x".into() }.emit(&mut hello);
+    ClientMsg::Hello {
+        name: "x".into(),
+        token: None,
+    }
+    .emit(&mut hello);
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.1, 1), None)
         .await

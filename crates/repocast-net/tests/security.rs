@@ -43,7 +43,7 @@ async fn a_server_presenting_another_key_is_refused_and_the_first_key_is_recorde
     assert!(text.contains(&srv.key.to_string()), "{text}");
     // The same address with another key on record: refused.
     std::fs::write(&known, format!("{} {stranger}\n", srv.request_addr)).expect("write");
-    let err = client::list(srv.request_addr, &Trust::KnownServers(known))
+    let err = client::list(srv.request_addr, &Trust::KnownServers(known), None)
         .await
         .expect_err("changed key");
     assert!(err.to_string().contains("refusing to connect"), "{err}");
@@ -58,7 +58,7 @@ async fn peers_outside_the_allow_list_are_closed_at_once() {
     o.allow = vec!["10.0.0.0/8".parse().expect("cidr")];
     let srv = server::start(o).await.expect("serve");
     let t = std::time::Instant::now();
-    let err = client::list(srv.request_addr, &Trust::Key(srv.key))
+    let err = client::list(srv.request_addr, &Trust::Key(srv.key), None)
         .await
         .expect_err("refused");
     assert!(t.elapsed() < Duration::from_secs(5), "{err}");
@@ -80,7 +80,7 @@ async fn a_server_that_never_answers_fails_the_client_within_the_handshake_timeo
     });
     let t = std::time::Instant::now();
     let key = Identity::from_seed([1; 32]).public();
-    let err = client::list(addr, &Trust::Key(key))
+    let err = client::list(addr, &Trust::Key(key), None)
         .await
         .expect_err("no answer");
     assert!(matches!(err, NetError::Handshake(_)), "{err}");
@@ -158,7 +158,7 @@ async fn an_unreadable_file_is_skipped_and_the_rest_served() {
     let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
         .await
         .expect("serves despite the unreadable file");
-    let cat = client::list(srv.request_addr, &Trust::Key(srv.key))
+    let cat = client::list(srv.request_addr, &Trust::Key(srv.key), None)
         .await
         .expect("ls");
     assert_eq!(
@@ -233,4 +233,70 @@ async fn an_encrypting_server_delivers_verified_files_under_loss() {
         assert!(same(&repo.path().join(f), &out.path().join(f)), "{f}");
     }
     srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_tokens_serves_only_clients_presenting_one() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("f", 200_000)], 9);
+    let work = tempfile::tempdir().expect("tmp");
+    let token = repocast_net::keys::new_token().expect("token");
+    let tokens = work.path().join("tokens");
+    std::fs::write(&tokens, format!("# who may fetch\nalice {token}\n")).expect("write");
+    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
+    o.tokens = Some(tokens);
+    let srv = server::start(o).await.expect("serve");
+    let trust = Trust::Key(srv.key);
+    let err = client::list(srv.request_addr, &trust, None)
+        .await
+        .expect_err("no token");
+    assert!(
+        err.to_string().contains("requires an access token"),
+        "{err}"
+    );
+    let err = client::list(srv.request_addr, &trust, Some("0123456789abcdef0".into()))
+        .await
+        .expect_err("unknown token");
+    assert!(
+        err.to_string().contains("does not know this token"),
+        "{err}"
+    );
+    let out = tempfile::tempdir().expect("tmp");
+    // `get` ends every item with the reason.
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
+        .await
+        .expect("get without a token ends");
+    let reason = rep.items[0].result.clone().expect_err("refused");
+    assert!(reason.contains("requires an access token"), "{reason}");
+    let cat = client::list(srv.request_addr, &trust, Some(token.clone()))
+        .await
+        .expect("ls with the token");
+    assert_eq!(cat.len(), 1);
+    let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 2);
+    g.token = Some(token);
+    assert!(client::get(g, None).await.expect("get").all_ok());
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}
+
+#[test]
+fn token_files_refuse_short_tokens_and_empty_files() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let f = dir.path().join("t");
+    std::fs::write(&f, "bob short\n").expect("write");
+    let e = repocast_net::keys::read_token_hashes(&f).expect_err("short");
+    assert!(e.to_string().contains("line 1"), "{e}");
+    std::fs::write(&f, "# nobody yet\n\n").expect("write");
+    assert!(repocast_net::keys::read_token_hashes(&f).is_err());
+    std::fs::write(&f, "0123456789abcdef\n  carol fedcba9876543210  \n").expect("write");
+    assert_eq!(
+        repocast_net::keys::read_token_hashes(&f)
+            .expect("two")
+            .len(),
+        2
+    );
+    assert_eq!(
+        repocast_net::keys::read_token(&f).expect("first"),
+        "0123456789abcdef"
+    );
 }

@@ -41,6 +41,9 @@ pub struct ClientConfig {
     pub payloads: bool,
     /// Name sent in hello.
     pub name: String,
+    /// Access token sent in hello, for a server that requires one
+    /// (`serve --tokens`); it travels only inside the TLS connection.
+    pub token: Option<String>,
     /// Extra wait past an announced transmission's expected end before the
     /// client treats it as over (its end announcement was lost).
     pub end_grace: Duration,
@@ -58,6 +61,7 @@ impl Default for ClientConfig {
             seed: 1,
             payloads: true,
             name: "client".into(),
+            token: None,
             end_grace: Duration::from_millis(200),
             loss_reports: false,
         }
@@ -176,6 +180,7 @@ impl Client {
     pub fn request(&mut self, _now: Instant, items: Vec<ItemSel>) {
         self.outbox.push_back(ClientMsg::Hello {
             name: self.cfg.name.clone(),
+            token: self.cfg.token.clone(),
         });
         self.items.reserve(items.len());
         for sel in &items {

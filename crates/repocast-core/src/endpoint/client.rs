@@ -211,6 +211,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             Want::All | Want::Catalogue => {
                 e.out.push_back(ClientMsg::Hello {
                     name: e.cfg.client.name.clone(),
+                    token: e.cfg.client.token.clone(),
                 });
                 e.out.push_back(ClientMsg::ListCatalogue);
             }
@@ -344,6 +345,13 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     None => {}
                 }
                 self.client.handle_server_msg(now, m)
+            }
+            // Refused before any welcome (an access token missing or
+            // unknown): the whole run ends with the server's reason.
+            ServerMsg::Failed {
+                item: None, reason, ..
+            } if self.client.session().is_none() => {
+                self.end(format!("the server refused: {reason}"))
             }
             m => self.client.handle_server_msg(now, m),
         }

@@ -66,6 +66,9 @@ pub enum CloseReason {
     /// It sent more of a one-off message than any client needs.
     #[error("too many {0} messages")]
     Repeated(&'static str),
+    /// Tokens are required and it did not open with a known one.
+    #[error("no valid access token")]
+    Unauthorized,
 }
 
 /// Counters of the server endpoint (the state machine keeps its own).
@@ -82,4 +85,6 @@ pub struct EndpointStats {
     /// Connections closed for repeating one-off messages (hello, catalogue,
     /// request) past [`MAX_ONE_OFF`].
     pub closed_repeating: u64,
+    /// Connections refused for a missing or unknown access token.
+    pub refused_unauthorized: u64,
 }

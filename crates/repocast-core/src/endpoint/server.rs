@@ -14,7 +14,9 @@
 //! can make the server hold all live here, so every driver runs them.
 //! With a session key in its config the endpoint tags every data packet
 //! and announcement, and signs announcements with its [`Identity`]
-//! (`crate::auth`).
+//! (`crate::auth`). With access tokens ([`ServerEndpoint::with_tokens`])
+//! a connection's first message must be a hello carrying one of them;
+//! anything else is answered with a reason and the connection closed.
 
 use super::{CloseReason, Dest, EndpointStats, MAX_ONE_OFF};
 use crate::auth::{self, Identity, SessionKey};
@@ -23,8 +25,8 @@ use crate::profile::EndpointLimits;
 use crate::server::{
     BlockSource, ItemInfo, Server, ServerConfig, ServerError, ServerEvent, Transmit,
 };
-use crate::wire::ClientMsg;
 use crate::wire::frame::{FrameDecoder, encode_frame};
+use crate::wire::{ClientMsg, ServerMsg};
 use crate::{ClientId, Instant};
 use std::collections::VecDeque;
 
@@ -34,6 +36,19 @@ struct Conn {
     frames: FrameDecoder,
     /// Hello, catalogue and request messages so far.
     one_offs: u32,
+    /// It may talk to the server: no tokens are required, or its hello
+    /// carried one.
+    admitted: bool,
+}
+
+/// Why a connection's messages stopped being taken.
+enum Refused {
+    /// Too many one-off messages.
+    Repeated,
+    /// Its first message was not a hello with a token.
+    NoToken,
+    /// Its token is not one the server knows.
+    Token,
 }
 
 /// The server side of repocast as bytes in, bytes out.
@@ -50,6 +65,12 @@ pub struct ServerEndpoint {
     session_key: Option<SessionKey>,
     /// Signs announcements.
     identity: Option<Identity>,
+    /// Hashes of the access tokens a client must present (empty: none
+    /// required).
+    tokens: Vec<[u8; 32]>,
+    /// Frames the endpoint itself sends (a refusal's reason), before the
+    /// state machine's.
+    own_frames: VecDeque<(ClientId, Vec<u8>)>,
     /// Encrypt data packets' symbols under the session key.
     encrypt: bool,
     /// Data packets sealed under the session key: the next one's number
@@ -70,6 +91,8 @@ impl ServerEndpoint {
         Ok(ServerEndpoint {
             session_key,
             identity: None,
+            tokens: Vec::new(),
+            own_frames: VecDeque::new(),
             encrypt,
             sealed: 0,
             server: Server::new(cfg, items)?,
@@ -86,6 +109,14 @@ impl ServerEndpoint {
     /// config; without one announcements go unsigned).
     pub fn with_identity(mut self, identity: Identity) -> Self {
         self.identity = Some(identity);
+        self
+    }
+
+    /// Requires every connection to open with a hello carrying a token
+    /// whose [`auth::token_hash`] is one of `hashes` (none: no token is
+    /// required). Tokens travel only inside TLS.
+    pub fn with_tokens(mut self, hashes: Vec<[u8; 32]>) -> Self {
+        self.tokens = hashes;
         self
     }
 
@@ -112,7 +143,11 @@ impl ServerEndpoint {
             return Err(CloseReason::TooManyConnections);
         }
         let id = self.server.handle_connect(now);
-        self.conns.insert(id, Conn::default());
+        let conn = Conn {
+            admitted: self.tokens.is_empty(),
+            ..Conn::default()
+        };
+        self.conns.insert(id, conn);
         Ok(id)
     }
 
@@ -135,6 +170,17 @@ impl ServerEndpoint {
         let fatal = loop {
             match c.frames.next_frame() {
                 Ok(Some(f)) => match ClientMsg::parse(&f) {
+                    Ok(m) if !c.admitted => match &m {
+                        ClientMsg::Hello { token: Some(t), .. }
+                            if self.tokens.contains(&auth::token_hash(t)) =>
+                        {
+                            c.admitted = true;
+                            c.one_offs += 1;
+                            msgs.push(m)
+                        }
+                        ClientMsg::Hello { token: Some(_), .. } => break Some(Err(Refused::Token)),
+                        _ => break Some(Err(Refused::NoToken)),
+                    },
                     Ok(m) => {
                         if matches!(
                             m,
@@ -144,7 +190,7 @@ impl ServerEndpoint {
                         ) {
                             c.one_offs += 1;
                             if c.one_offs > MAX_ONE_OFF {
-                                break Some(Err("hello, catalogue or request"));
+                                break Some(Err(Refused::Repeated));
                             }
                         }
                         msgs.push(m)
@@ -165,9 +211,28 @@ impl ServerEndpoint {
                 self.stats.malformed_frames += 1;
                 self.close(now, conn, CloseReason::Protocol(e));
             }
-            Some(Err(what)) => {
+            Some(Err(Refused::Repeated)) => {
                 self.stats.closed_repeating += 1;
+                let what = "hello, catalogue or request";
                 self.close(now, conn, CloseReason::Repeated(what));
+            }
+            Some(Err(why)) => {
+                self.stats.refused_unauthorized += 1;
+                let reason = match why {
+                    Refused::Token => "access refused: the server does not know this token",
+                    _ => "access refused: this server requires an access token (--token-file)",
+                };
+                let mut body = Vec::new();
+                ServerMsg::Failed {
+                    item: None,
+                    name: String::new(),
+                    reason: reason.into(),
+                }
+                .emit(&mut body);
+                let mut frame = Vec::new();
+                encode_frame(&body, &mut frame);
+                self.own_frames.push_back((conn, frame));
+                self.close(now, conn, CloseReason::Unauthorized);
             }
             None => {}
         }
@@ -227,6 +292,10 @@ impl ServerEndpoint {
         buf: &mut Vec<u8>,
     ) -> Option<Dest> {
         buf.clear();
+        if let Some((c, frame)) = self.own_frames.pop_front() {
+            buf.extend_from_slice(&frame);
+            return Some(Dest::Conn(c));
+        }
         if let Some((bytes, left)) = self.repeat.as_mut() {
             buf.extend_from_slice(bytes);
             *left -= 1;

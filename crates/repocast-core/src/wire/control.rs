@@ -63,8 +63,9 @@ pub struct CatalogueEntry {
 /// Client to server.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientMsg {
-    /// First message: the client's name (for logs).
-    Hello { name: String },
+    /// First message: the client's name (for logs) and, for a server that
+    /// requires one, its access token (an optional trailing field).
+    Hello { name: String, token: Option<String> },
     /// Ask for the catalogue.
     ListCatalogue,
     /// Request items.
@@ -158,6 +159,10 @@ impl ClientMsg {
         let m = match r.header()? {
             kind::HELLO => ClientMsg::Hello {
                 name: r.string("client name", MAX_TEXT_LEN)?,
+                token: match r.remaining() {
+                    0 => None,
+                    _ => Some(r.string("access token", MAX_TEXT_LEN)?),
+                },
             },
             kind::LIST => ClientMsg::ListCatalogue,
             kind::REQUEST => {
@@ -224,8 +229,12 @@ impl ClientMsg {
     /// Appends the message's bytes (without the frame length) to `buf`.
     pub fn emit(&self, buf: &mut Vec<u8>) {
         match self {
-            ClientMsg::Hello { name } => {
-                Writer::with_header(buf, kind::HELLO).string(name);
+            ClientMsg::Hello { name, token } => {
+                let mut w = Writer::with_header(buf, kind::HELLO);
+                w.string(name);
+                if let Some(t) = token {
+                    w.string(t);
+                }
             }
             ClientMsg::ListCatalogue => {
                 Writer::with_header(buf, kind::LIST);
