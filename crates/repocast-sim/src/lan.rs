@@ -14,7 +14,8 @@
 //! With [`Profile::Lan`] the session is authenticated as `serve` runs it:
 //! a session key (seeded here, random in `serve`) tags every packet, the
 //! server signs its announcements, and every receiver pins the server's
-//! key. [`VirtualLan::inject`] puts an attacker's datagrams on the groups.
+//! key. [`VirtualLan::inject`] puts an attacker's datagrams on the groups;
+//! [`VirtualLan::pollute`] adds an insider answering the server's packets.
 
 use crate::source::MemorySource;
 use repocast_core::auth::{Identity, PublicKey, SessionKey};
@@ -129,6 +130,7 @@ pub struct VirtualLan {
     /// many more it copies ([`VirtualLan::tap_data`]).
     tapped: Vec<Vec<u8>>,
     tap_left: usize,
+    polluter: Option<crate::insider::Polluter>,
 }
 
 impl VirtualLan {
@@ -180,7 +182,19 @@ impl VirtualLan {
             idle_timeout: Duration::from_secs(60),
             tapped: Vec::new(),
             tap_left: 0,
+            polluter: None,
         })
+    }
+
+    /// Adds an insider that answers the server's data packets with
+    /// polluted ones (`crate::insider`), 10 µs after each.
+    pub fn pollute(&mut self, p: crate::insider::Polluter) {
+        self.polluter = Some(p);
+    }
+
+    /// The insider, if any (its counters).
+    pub fn polluter(&self) -> Option<&crate::insider::Polluter> {
+        self.polluter.as_ref()
     }
 
     /// Copies the next `n` data datagrams the server sends, as an
@@ -335,6 +349,12 @@ impl VirtualLan {
                     if dest == Dest::Data && self.tap_left > 0 {
                         self.tap_left -= 1;
                         self.tapped.push(buf.clone());
+                    }
+                    if let Some(p) = self.polluter.as_mut().filter(|_| dest == Dest::Data) {
+                        let at = now + Duration::from_micros(10);
+                        for b in p.answer(&buf) {
+                            self.schedule(at, Ev::Inject(Channel::Data, b));
+                        }
                     }
                     if self.server_loss.lose() {
                         continue;

@@ -15,6 +15,7 @@
 
 pub mod baseline;
 pub mod engine;
+pub mod insider;
 pub mod lan;
 pub mod output;
 pub mod plot;

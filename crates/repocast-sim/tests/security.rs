@@ -286,3 +286,34 @@ fn encrypted_data_verifies_and_an_eavesdropper_reads_none_of_it() {
     // Encryption adds no bytes: the same run, in the same virtual time.
     assert_eq!(time, plain_time);
 }
+
+/// What stays open: an insider holding the session key pollutes symbols
+/// that pass the tag check. Nothing polluted is ever written (the block
+/// hashes catch it), and every receiver still ends, each item verified
+/// (equal to its source) or failed with a reason: never a hang.
+#[test]
+fn an_insider_polluting_symbols_corrupts_nothing_and_every_receiver_ends() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.idle_timeout = Duration::from_secs(10);
+    let key = SessionKey::from_bytes(INSIDER_KEY);
+    h.pollute(repocast_sim::insider::Polluter::new(0.05, key, s));
+    assert!(h.run(Instant::from_micros(600_000_000)), "a receiver hung");
+    assert!(h.polluter().is_some_and(|p| p.sent > 10));
+    let mut corrupt = 0;
+    for (i, r) in h.reports().iter().enumerate() {
+        assert!(r.delay.is_some() && !r.outcomes.is_empty(), "client {i}");
+        for o in &r.outcomes {
+            match &o.result {
+                Ok(()) => {
+                    let src = data.iter().find(|d| d.0 == o.name).expect("name");
+                    assert_eq!(r.files.get(&o.name), Some(&src.1), "{}", o.name);
+                }
+                Err(why) => assert!(!why.is_empty(), "client {i}: {}", o.name),
+            }
+        }
+        corrupt += r.client.corrupt_blocks;
+    }
+    assert!(corrupt > 0, "the polluted symbols reached the decoders");
+}

@@ -1,0 +1,62 @@
+//! An authorised client turned polluter, for the virtual LAN
+//! ([`crate::lan::VirtualLan::pollute`]): it holds the session key, watches
+//! the server's data packets, and for a share of them sends one of its own
+//! on the data group with the same session, transmission, item and block
+//! (a live one), a symbol id the server will not use soon, random symbol
+//! bytes and a valid tag. Receivers' tag checks pass; only the per-block
+//! hash catches the polluted block. This is what the shared session key
+//! leaves open (docs/security.md).
+
+use repocast_core::auth::{self, SessionKey};
+use repocast_core::rng::Rng;
+use repocast_core::wire::DataRepr;
+
+/// The polluter's settings and state.
+pub struct Polluter {
+    /// Its packets per server data packet (0.01: one for every hundred).
+    share: f64,
+    key: SessionKey,
+    rng: Rng,
+    credit: f64,
+    /// Packets it sent.
+    pub sent: u64,
+}
+
+impl Polluter {
+    /// A polluter sending `share` of the server's data packet rate,
+    /// tagging with `key`, its choices seeded by `seed`.
+    pub fn new(share: f64, key: SessionKey, seed: u64) -> Self {
+        Polluter {
+            share: share.max(0.0),
+            key,
+            rng: Rng::new(seed),
+            credit: 0.0,
+            sent: 0,
+        }
+    }
+
+    /// Its packets in answer to the server's data packet `genuine`.
+    pub fn answer(&mut self, genuine: &[u8]) -> Vec<Vec<u8>> {
+        self.credit += self.share;
+        let mut out = Vec::new();
+        let Ok(p) = DataRepr::parse(genuine) else {
+            return out;
+        };
+        while self.credit >= 1.0 {
+            self.credit -= 1.0;
+            let mut forged = p.clone();
+            // High repair ids: fresh to every receiver's decoder.
+            forged.symbol = (1 << 23) | (self.rng.next_u64() as u32 & ((1 << 23) - 1));
+            (forged.payload.iter_mut()).for_each(|b| *b = self.rng.next_u64() as u8);
+            forged.tag = vec![0; auth::TAG_LEN];
+            forged.encrypted = false;
+            let mut b = Vec::with_capacity(genuine.len());
+            forged.emit(&mut b);
+            // Its own packet numbers, far from the server's.
+            self.sent += 1;
+            auth::seal_data(&self.key, u64::MAX - self.sent, &mut b);
+            out.push(b);
+        }
+        out
+    }
+}
