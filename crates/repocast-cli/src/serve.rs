@@ -90,6 +90,10 @@ pub struct ServeArgs {
     /// [none required].
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
+    /// Rotate the session key every SECONDS (0: never); clients that left
+    /// cannot read or forge what is sent after the next rotation [3600].
+    #[arg(long, value_name = "SECONDS")]
+    pub rekey_secs: Option<u64>,
 }
 
 /// The scheme the flags name, if they name one.
@@ -163,6 +167,7 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     if a.tokens.is_some() {
         o.tokens = a.tokens.clone();
     }
+    o.rekey_secs = a.rekey_secs.unwrap_or(o.rekey_secs);
     o.validate().map_err(e)?;
     Ok(o)
 }

@@ -243,6 +243,22 @@ pub fn crypt_payload(key: &SessionKey, number: u64, payload: &mut [u8]) {
     );
 }
 
+/// Bits of a packet number below its key epoch (the top byte names the
+/// session key a packet is sealed under, so receivers pick the right one
+/// across a rotation).
+pub const EPOCH_SHIFT: u32 = 56;
+
+/// The packet number of the `count`th packet sealed under the key of
+/// `epoch`.
+pub fn packet_number(epoch: u8, count: u64) -> u64 {
+    ((epoch as u64) << EPOCH_SHIFT) | (count & ((1 << EPOCH_SHIFT) - 1))
+}
+
+/// The key epoch a packet number names.
+pub fn epoch_of(number: u64) -> u8 {
+    (number >> EPOCH_SHIFT) as u8
+}
+
 /// The packet number a data packet's tag carries (the nonce of its tag
 /// and of its payload's encryption).
 pub fn tag_number(tag: &[u8]) -> Option<u64> {

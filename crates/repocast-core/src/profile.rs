@@ -67,6 +67,9 @@ pub struct EndpointLimits {
     /// Frames waiting to be written to one connection; a peer that does
     /// not read that many is closed.
     pub max_queued_frames: usize,
+    /// After a key rotation is asked for, how long the old key stays in
+    /// use while the new one reaches every client over its connection.
+    pub rekey_grace: Duration,
 }
 
 impl Default for EndpointLimits {
@@ -141,6 +144,7 @@ impl Profile {
             max_connections: 4096,
             max_buffered_bytes: 64 << 20,
             max_queued_frames: 4096,
+            rekey_grace: Duration::from_secs(2),
         }
     }
 }

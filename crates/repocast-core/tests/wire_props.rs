@@ -251,6 +251,7 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
             }
         }),
         Just(ServerMsg::Done),
+        (any::<u8>(), any::<[u8; 32]>()).prop_map(|(epoch, key)| ServerMsg::Rekey { epoch, key }),
     ]
 }
 

@@ -27,6 +27,10 @@ pub struct Snapshot {
     pub uptime_s: f64,
     /// Push mode: the catalogue version on air and the pusher's counters.
     pub push: Option<(u64, repocast_core::endpoint::push::PushStats)>,
+    /// The session key's epoch (rotations so far, modulo 256).
+    pub key_epoch: u8,
+    /// Connections refused for a missing or unknown access token.
+    pub refused_unauthorized: u64,
 }
 
 /// Shared handle the server writes and the HTTP task reads.
@@ -113,6 +117,18 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "refused_unauthorized_total",
+        "Connections refused for a missing or unknown access token.",
+        s.refused_unauthorized,
+    );
+    gauge(
+        &mut o,
+        "key_epoch",
+        "Session key rotations so far, modulo 256.",
+        s.key_epoch as f64,
+    );
+    counter(
+        &mut o,
         "malformed_total",
         "Malformed or foreign messages dropped.",
         s.malformed,
@@ -191,7 +207,7 @@ pub fn json(s: &Snapshot) -> String {
         })
         .collect();
     format!(
-        "{{\"scheme\":\"{}\",\"uptime_s\":{:.1},\"items\":{},\"queue\":{},\"transmissions\":{},\"repair_transmissions\":{},\"data_packets\":{},\"repair_packets\":{},\"naks\":{},\"rescheduled\":{},\"items_done\":{},\"malformed\":{},\"clients\":[{}]}}\n",
+        "{{\"scheme\":\"{}\",\"uptime_s\":{:.1},\"items\":{},\"queue\":{},\"transmissions\":{},\"repair_transmissions\":{},\"data_packets\":{},\"repair_packets\":{},\"naks\":{},\"rescheduled\":{},\"items_done\":{},\"malformed\":{},\"refused_unauthorized\":{},\"key_epoch\":{},\"clients\":[{}]}}\n",
         s.scheme.replace('"', "'"),
         s.uptime_s,
         s.items,
@@ -204,6 +220,8 @@ pub fn json(s: &Snapshot) -> String {
         t.rescheduled,
         t.items_done,
         s.malformed,
+        s.refused_unauthorized,
+        s.key_epoch,
         clients.join(",")
     )
 }

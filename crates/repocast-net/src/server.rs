@@ -185,6 +185,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         tls,
         allow: opts.allow.clone(),
         queued: Arc::new(AtomicUsize::new(0)),
+        rekey: (opts.rekey_secs > 0).then(|| Duration::from_secs(opts.rekey_secs)),
+        next_rekey: std::time::Instant::now() + Duration::from_secs(opts.rekey_secs),
     };
     let task = tokio::spawn(pump.run(listener, rx));
     Ok(ServerHandle {
@@ -215,6 +217,9 @@ struct Pump {
     allow: Vec<crate::addr::Cidr>,
     /// Bytes queued for all connections' writers.
     queued: Arc<AtomicUsize>,
+    /// How often the session key is rotated (None: never), and when next.
+    rekey: Option<Duration>,
+    next_rekey: std::time::Instant,
 }
 
 impl Pump {
@@ -252,7 +257,10 @@ impl Pump {
                 _ = crate::sleep_until(deadline) => {
                     self.endpoint.handle_timeout(core_now(self.start));
                 }
-                _ = tick.tick() => self.publish(),
+                _ = tick.tick() => {
+                    self.publish();
+                    self.maybe_rekey();
+                }
                 _ = shutdown.changed() => break,
             }
         }
@@ -406,6 +414,27 @@ impl Pump {
         }
     }
 
+    /// Rotates the session key when its interval is up: a fresh key from
+    /// the OS, handed to the endpoint (which tells every client first).
+    fn maybe_rekey(&mut self) {
+        let Some(every) = self.rekey else {
+            return;
+        };
+        if std::time::Instant::now() < self.next_rekey {
+            return;
+        }
+        self.next_rekey += every;
+        match keys::session_key() {
+            Ok(k) => {
+                if self.endpoint.rotate_key(core_now(self.start), k) {
+                    let epoch = self.endpoint.key_epoch().wrapping_add(1);
+                    tracing::info!("session key rotating to epoch {epoch}");
+                }
+            }
+            Err(e) => tracing::warn!("session key not rotated: {e}"),
+        }
+    }
+
     fn publish(&mut self) {
         let server = self.endpoint.server();
         let clients: Vec<(u32, _)> = {
@@ -420,6 +449,8 @@ impl Pump {
             clients,
             queue: server.queue_len(),
             malformed: self.endpoint.stats().malformed_frames,
+            refused_unauthorized: self.endpoint.stats().refused_unauthorized,
+            key_epoch: self.endpoint.key_epoch(),
             uptime_s: self.start.elapsed().as_secs_f64(),
             ..metrics::read(&self.shared)
         };

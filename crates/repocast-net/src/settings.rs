@@ -76,6 +76,9 @@ pub struct ServeOptions {
     /// A file of access tokens (`keys::read_token_hashes`); with it a
     /// client must present one of them (`--tokens`).
     pub tokens: Option<PathBuf>,
+    /// Seconds between session key rotations (0: never). A client that
+    /// left stops being able to read or forge packets at the next one.
+    pub rekey_secs: u64,
 }
 
 impl Default for ServeOptions {
@@ -137,6 +140,7 @@ impl ServeOptions {
             allow: Vec::new(),
             encrypt: false,
             tokens: None,
+            rekey_secs: 3600,
         }
     }
 }

@@ -104,6 +104,8 @@ enum Ev {
     Left(usize),
     /// A datagram from outside the server, to every listening receiver.
     Inject(Channel, Vec<u8>),
+    /// The server rotates its session key to this one.
+    Rotate(Box<SessionKey>),
 }
 
 /// A server endpoint and receiver endpoints on a virtual star network.
@@ -212,6 +214,12 @@ impl VirtualLan {
     /// listening, as a datagram from another sender would arrive.
     pub fn inject(&mut self, at: Instant, ch: Channel, bytes: Vec<u8>) {
         self.schedule(at, Ev::Inject(ch, bytes));
+    }
+
+    /// Has the server rotate its session key to `key` at `at`, as `serve`
+    /// does every `--rekey` interval.
+    pub fn rotate_key_at(&mut self, at: Instant, key: SessionKey) {
+        self.schedule(at, Ev::Rotate(Box::new(key)));
     }
 
     /// The server endpoint (counters, summaries).
@@ -329,6 +337,9 @@ impl VirtualLan {
                             ep.handle_datagram(now, ch, &bytes);
                         }
                     }
+                }
+                Ev::Rotate(key) => {
+                    self.server.rotate_key(now, *key);
                 }
             }
         }

@@ -356,7 +356,8 @@ impl Client {
                 self.session = Some(session);
                 self.events.push_back(ClientEvent::Welcome(channels));
             }
-            ServerMsg::Catalogue { .. } | ServerMsg::Progress { .. } => {}
+            // Keys are the endpoint's business.
+            ServerMsg::Catalogue { .. } | ServerMsg::Progress { .. } | ServerMsg::Rekey { .. } => {}
             ServerMsg::Manifest {
                 entry,
                 next_transmission,

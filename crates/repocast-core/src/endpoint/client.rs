@@ -48,6 +48,10 @@ pub enum Want {
     Catalogue,
 }
 
+/// Rotated session keys a client keeps (the one in use, the one before,
+/// the one to come).
+const MAX_ROTATED_KEYS: usize = 3;
+
 /// Client endpoint settings.
 #[derive(Debug, Clone)]
 pub struct ClientEndpointConfig {
@@ -174,6 +178,9 @@ pub struct ClientEndpoint<S: BlockStore> {
     bye_sent: bool,
     /// The session's key, from the welcome.
     session_key: Option<SessionKey>,
+    /// Keys of later epochs, from rotations (`Rekey`), newest last; a
+    /// packet of an epoch not here is checked under the welcome's key.
+    rotated: Vec<(u8, SessionKey)>,
     stats: ClientEndpointStats,
 }
 
@@ -200,6 +207,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             ended: None,
             bye_sent: false,
             session_key: None,
+            rotated: Vec::new(),
             stats: ClientEndpointStats::default(),
             cfg,
         };
@@ -346,6 +354,14 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
                 self.client.handle_server_msg(now, m)
             }
+            ServerMsg::Rekey { epoch, key } if self.session_key.is_some() => {
+                self.rotated.retain(|(e, _)| *e != epoch);
+                self.rotated.push((epoch, SessionKey::from_bytes(key)));
+                // The key in use, the one before and the one to come.
+                if self.rotated.len() > MAX_ROTATED_KEYS {
+                    self.rotated.remove(0);
+                }
+            }
             // Refused before any welcome (an access token missing or
             // unknown): the whole run ends with the server's reason.
             ServerMsg::Failed {
@@ -366,17 +382,19 @@ impl<S: BlockStore> ClientEndpoint<S> {
         match from {
             Channel::Data => match DataRepr::parse(bytes) {
                 Ok(mut p) => {
-                    let forged = self.session_key.as_ref().is_some_and(|k| {
+                    let number = auth::tag_number(&p.tag);
+                    let key = self.key_for(number.map_or(0, auth::epoch_of));
+                    let forged = key.is_some_and(|k| {
                         p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err()
                     });
                     // An encrypted symbol is read only under the key that
                     // checked its tag.
-                    let key = self.session_key.as_ref().filter(|_| p.encrypted);
+                    let key = key.filter(|_| p.encrypted);
                     if forged || (p.encrypted && key.is_none()) {
                         self.stats.forged += 1;
                         return;
                     }
-                    if let (Some(k), Some(n)) = (key, auth::tag_number(&p.tag)) {
+                    if let (Some(k), Some(n)) = (key, number) {
                         auth::crypt_payload(k, n, &mut p.payload);
                     }
                     self.on_data(now, &p)
@@ -397,19 +415,31 @@ impl<S: BlockStore> ClientEndpoint<S> {
         self.process(now);
     }
 
+    /// The key a packet of key epoch `epoch` is sealed under: a rotated
+    /// key of that epoch, else the welcome's (None: unauthenticated).
+    fn key_for(&self, epoch: u8) -> Option<&SessionKey> {
+        let rotated = self.rotated.iter().find(|(e, _)| *e == epoch);
+        rotated.map(|(_, k)| k).or(self.session_key.as_ref())
+    }
+
     /// An announcement's own bytes once its trailer checks out (`None`:
-    /// forged, counted).
+    /// forged, counted). Announcements name no epoch: the newest key is
+    /// tried first, then older ones, each a keyed hash.
     fn open_announce<'a>(&mut self, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        let Some(k) = &self.session_key else {
+        let Some(welcome) = &self.session_key else {
             return Some(bytes);
         };
-        match auth::open_announce(k, self.cfg.server_key.as_ref(), bytes) {
-            Ok(body) => Some(body),
-            Err(_) => {
-                self.stats.forged += 1;
-                None
+        let keys = self.rotated.iter().rev().map(|(_, k)| k);
+        let signer = self.cfg.server_key.as_ref();
+        for k in keys.chain(std::iter::once(welcome)) {
+            match auth::open_announce(k, signer, bytes) {
+                Ok(body) => return Some(body),
+                Err(auth::AuthError::BadTag) => continue,
+                Err(_) => break,
             }
         }
+        self.stats.forged += 1;
+        None
     }
 
     fn on_data(&mut self, now: Instant, p: &DataRepr) {

@@ -73,9 +73,13 @@ pub struct ServerEndpoint {
     own_frames: VecDeque<(ClientId, Vec<u8>)>,
     /// Encrypt data packets' symbols under the session key.
     encrypt: bool,
-    /// Data packets sealed under the session key: the next one's number
-    /// (its GMAC nonce, so never repeated under the key).
+    /// Data packets sealed so far: with the epoch, the next one's number
+    /// (its GMAC nonce, so never repeated under a key).
     sealed: u64,
+    /// The session key's epoch (the top byte of every packet number).
+    epoch: u8,
+    /// A rotation under way: the next key, and when it takes over.
+    next_key: Option<(SessionKey, Instant)>,
     stats: EndpointStats,
 }
 
@@ -95,6 +99,8 @@ impl ServerEndpoint {
             own_frames: VecDeque::new(),
             encrypt,
             sealed: 0,
+            epoch: 0,
+            next_key: None,
             server: Server::new(cfg, items)?,
             limits,
             conns: FastMap::default(),
@@ -118,6 +124,28 @@ impl ServerEndpoint {
     pub fn with_tokens(mut self, hashes: Vec<[u8; 32]>) -> Self {
         self.tokens = hashes;
         self
+    }
+
+    /// Rotates the session key to `key` (the driver draws it): every
+    /// welcomed client is sent it at once, and packets are sealed under it
+    /// from [`EndpointLimits::rekey_grace`] on; clients welcomed meanwhile
+    /// get it too. A client that left before cannot read or forge what is
+    /// sent under it. Returns whether the rotation started: not without
+    /// a session key, nor while another is pending (its key would never
+    /// take over).
+    pub fn rotate_key(&mut self, now: Instant, key: SessionKey) -> bool {
+        if self.session_key.is_none() || self.next_key.is_some() {
+            return false;
+        }
+        self.server
+            .offer_session_key(self.epoch.wrapping_add(1), key.clone());
+        self.next_key = Some((key, now + self.limits.rekey_grace));
+        true
+    }
+
+    /// The session key's epoch (rotations so far, modulo 256).
+    pub fn key_epoch(&self) -> u8 {
+        self.epoch
     }
 
     /// The state machine (for summaries, manifests and counters).
@@ -277,7 +305,7 @@ impl ServerEndpoint {
     /// When to call [`ServerEndpoint::handle_timeout`] and
     /// [`ServerEndpoint::poll_transmit`] again, if nothing else happens.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.repeat.is_some() {
+        if self.repeat.is_some() || !self.own_frames.is_empty() {
             return Some(Instant::ZERO);
         }
         self.server.poll_timeout()
@@ -292,6 +320,13 @@ impl ServerEndpoint {
         buf: &mut Vec<u8>,
     ) -> Option<Dest> {
         buf.clear();
+        if self.next_key.as_ref().is_some_and(|(_, at)| now >= *at) {
+            if let Some((k, _)) = self.next_key.take() {
+                self.session_key = Some(k);
+                self.epoch = self.epoch.wrapping_add(1);
+                self.server.commit_session_key();
+            }
+        }
         if let Some((c, frame)) = self.own_frames.pop_front() {
             buf.extend_from_slice(&frame);
             return Some(Dest::Conn(c));
@@ -310,13 +345,14 @@ impl ServerEndpoint {
                 Transmit::Data(mut d) => {
                     if let Some(k) = &self.session_key {
                         self.sealed += 1;
+                        let number = auth::packet_number(self.epoch, self.sealed);
                         if self.encrypt {
-                            auth::crypt_payload(k, self.sealed, &mut d.payload);
+                            auth::crypt_payload(k, number, &mut d.payload);
                             d.encrypted = true;
                         }
                         d.tag = vec![0; auth::TAG_LEN];
                         d.emit(buf);
-                        auth::seal_data(k, self.sealed, buf);
+                        auth::seal_data(k, number, buf);
                     } else {
                         d.emit(buf);
                     }

@@ -12,6 +12,7 @@ pub mod config;
 mod early;
 pub mod encoders;
 mod fcast;
+mod rekey;
 mod reports;
 pub mod transmission;
 
@@ -102,6 +103,9 @@ struct ClientState {
     haves: FastMap<ItemId, ([u8; 32], Vec<u8>)>,
     /// Symbols asked for in NAKs so far, per item (the repair budget).
     asked: FastMap<ItemId, u64>,
+    /// It was welcomed (given the session key): only such clients are
+    /// offered the next key.
+    welcomed: bool,
 }
 
 impl ClientState {
@@ -139,6 +143,8 @@ pub struct Server {
     current: Option<Transmission>,
     /// Push mode: encoders kept between passes (handed to each pass).
     push_encoders: Option<encoders::EncoderCache>,
+    /// A session key offered to clients and not yet in use (its epoch).
+    next_key: Option<(u8, crate::auth::SessionKey)>,
     next_tid: u32,
     outbox: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
@@ -214,6 +220,7 @@ impl Server {
             last_was_repair: false,
             current: None,
             push_encoders: None,
+            next_key: None,
             next_tid: 1,
             outbox: VecDeque::new(),
             events: VecDeque::new(),

@@ -29,6 +29,10 @@ impl Server {
                         session_key: self.cfg.session_key.as_ref().map(|k| k.to_bytes()),
                     },
                 );
+                if let Some(c) = self.clients.get_mut(&client) {
+                    c.welcomed = true;
+                }
+                self.send_next_key(client);
             }
             ClientMsg::ListCatalogue => {
                 let all = self.catalogue();
@@ -97,7 +101,7 @@ impl Server {
         }
     }
 
-    fn send(&mut self, client: ClientId, msg: ServerMsg) {
+    pub(super) fn send(&mut self, client: ClientId, msg: ServerMsg) {
         self.outbox.push_back(Transmit::Control(client, msg));
     }
 

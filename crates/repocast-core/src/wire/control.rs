@@ -150,6 +150,11 @@ pub enum ServerMsg {
     },
     /// Every requested item is complete.
     Done,
+    /// The session key that takes over soon: multicast packets whose
+    /// packet number's top byte is `epoch` are tagged (and encrypted)
+    /// under `key`. Sent to every client when the server rotates its key,
+    /// ahead of the switch, and after Welcome while a switch is pending.
+    Rekey { epoch: u8, key: [u8; 32] },
 }
 
 impl ClientMsg {
@@ -368,6 +373,10 @@ impl ServerMsg {
                 }
             }
             kind::DONE => ServerMsg::Done,
+            kind::REKEY => ServerMsg::Rekey {
+                epoch: r.u8()?,
+                key: r.hash()?,
+            },
             k => return Err(WireError::UnknownKind(k)),
         };
         r.finish()?;
@@ -426,6 +435,9 @@ impl ServerMsg {
                     Some(i) => w.u8(1).u32(i.0),
                 };
                 w.string(name).string(reason);
+            }
+            ServerMsg::Rekey { epoch, key } => {
+                Writer::with_header(buf, kind::REKEY).u8(*epoch).bytes(key);
             }
             ServerMsg::Done => {
                 Writer::with_header(buf, kind::DONE);

@@ -101,4 +101,6 @@ pub mod kind {
     pub const FAILED: u8 = 37;
     /// The client's whole request is complete.
     pub const DONE: u8 = 38;
+    /// The session key that takes over soon (key rotation).
+    pub const REKEY: u8 = 39;
 }
