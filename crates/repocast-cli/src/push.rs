@@ -358,6 +358,19 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             eprintln!("FAILED {}: {reason}", o.name);
         }
     }
+    // A version with nothing selected: an empty folder is nothing to do;
+    // patterns that match nothing are the user's mistake.
+    let nothing = rep.items.is_empty() && rep.ended.is_none();
+    if let (true, Some(v)) = (nothing && !satellite, rep.version) {
+        if a.items.is_empty() {
+            eprintln!("repocast listen: catalogue version {v} is empty: nothing to fetch");
+            return ExitCode::SUCCESS;
+        }
+        eprintln!(
+            "repocast listen: no item of catalogue version {v} matches {:?}",
+            a.items
+        );
+    }
     if rep.all_ok() || satellite && rep.ended.is_none() {
         ExitCode::SUCCESS
     } else {

@@ -494,6 +494,59 @@ mod catalogue_pieces {
         }
     }
 
+    /// An empty version (an empty folder) is one piece: items 0, item 0,
+    /// part 0 of 1, no head, no hashes; anything more in it is refused.
+    #[test]
+    fn an_empty_catalogue_is_one_bare_piece() {
+        let empty = base(0, 0);
+        let mut buf = Vec::new();
+        empty.emit(&mut buf);
+        assert_eq!(CataloguePiece::parse(&buf), Ok(empty.clone()));
+        let head = ItemHead {
+            name: "x".into(),
+            size: 1,
+            hash: [0; 32],
+            fec: FecParams {
+                code: CodeKind::RaptorQ,
+                symbol_size: 1280,
+                max_block_symbols: 1000,
+            },
+            mode: 0o644,
+            mtime: 0,
+        };
+        let bad = [
+            CataloguePiece {
+                item: ItemId(1),
+                ..empty.clone()
+            },
+            CataloguePiece {
+                parts: 2,
+                ..empty.clone()
+            },
+            CataloguePiece {
+                head: Some(head),
+                ..empty.clone()
+            },
+            CataloguePiece {
+                hashes: vec![[1; 32]],
+                ..empty.clone()
+            },
+            CataloguePiece {
+                first_block: 3,
+                ..empty.clone()
+            },
+        ];
+        for (i, p) in bad.iter().enumerate() {
+            let mut buf = Vec::new();
+            p.emit(&mut buf);
+            assert!(CataloguePiece::parse(&buf).is_err(), "case {i}");
+        }
+        // A non-empty version still needs a head on part 0.
+        let mut buf = Vec::new();
+        base(1, 0).emit(&mut buf);
+        assert!(CataloguePiece::parse(&buf).is_err());
+    }
+
     proptest! {
         /// Any item's description splits into signed pieces that each
         /// parse back alone, stay near the datagram target, and together

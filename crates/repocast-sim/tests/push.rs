@@ -302,3 +302,31 @@ fn a_pusher_refuses_more_files_than_a_catalogue_can_name() {
     assert!(matches!(e, ServerError::TooManyItems { .. }), "{e}");
     assert_eq!(p.items().len(), 1, "the old set stays");
 }
+
+/// An empty folder is a catalogue version too: a listener learns there
+/// is nothing to fetch and ends at once (exit 0, no items); a satellite
+/// listener takes the files when they come.
+#[test]
+fn an_empty_folder_is_a_version_listeners_take() {
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &[]).expect("lan");
+    lan.listener(listener(0.1, 0.0), 1);
+    let mut sat = listener(0.1, 0.0);
+    sat.cfg.satellite = true;
+    lan.listener(sat, 2);
+    lan.run(secs(3.0));
+    let r = lan.reports();
+    assert_eq!(r[0].versions, vec![1]);
+    assert!(
+        r[0].outcomes.is_empty() && r[0].delay.is_some(),
+        "{:?}",
+        r[0].delay
+    );
+    assert!(r[0].delay.is_some_and(|d| d < Duration::from_secs(2)));
+    assert_eq!(r[1].versions, vec![1]);
+    let files = vec![("late.txt".to_string(), bytes(30_000, 9))];
+    lan.replace(2, &files).expect("replace");
+    lan.run(secs(8.0));
+    let r = lan.reports();
+    assert_eq!(r[1].versions, vec![1, 2]);
+    check_files(&r[1], &files);
+}

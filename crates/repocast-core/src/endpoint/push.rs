@@ -157,6 +157,14 @@ impl PushEndpoint {
             hashes: Vec::new(),
         };
         let mut pieces = Vec::new();
+        if items.is_empty() {
+            // An empty folder is a version too: listeners learn the signer
+            // and that there is nothing to fetch.
+            let mut buf = Vec::new();
+            base.emit(&mut buf);
+            auth::sign_catalogue(&self.identity, &mut buf);
+            pieces.push(buf);
+        }
         let mut sent = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             let head = ItemHead {

@@ -85,7 +85,9 @@ impl CataloguePiece {
         let items = r.u32()?;
         check_max("items", items as u64, MAX_PUSH_ITEMS as u64)?;
         let item = r.u32()?;
-        if item >= items {
+        // An empty version is one piece: item 0, part 0 of 1, no head.
+        let empty = items == 0;
+        if item >= items && !(empty && item == 0) {
             return Err(WireError::OutOfRange {
                 field: "item",
                 value: item as u64,
@@ -126,7 +128,7 @@ impl CataloguePiece {
                 });
             }
         };
-        if (part == 0) != head.is_some() {
+        if !empty && (part == 0) != head.is_some() || empty && (head.is_some() || parts != 1) {
             return Err(WireError::OutOfRange {
                 field: "piece head",
                 value: part as u64,
@@ -146,7 +148,7 @@ impl CataloguePiece {
         check_max(
             "block hashes",
             first_block as u64 + n as u64,
-            MAX_BLOCKS as u64,
+            if empty { 0 } else { MAX_BLOCKS as u64 },
         )?;
         r.finish()?;
         Ok(CataloguePiece {
