@@ -1,10 +1,14 @@
 //! Fuzz target: the server endpoint takes arbitrary bytes from many
 //! request connections (and connects, closes and time passing in any
 //! order) without panicking, and stays within its limits. Each step sends
-//! at most a bounded number of packets.
+//! at most a bounded number of packets. The session is authenticated as
+//! `serve` runs it (a session key, key rotations at any time); inputs of
+//! odd length also require an access token ("fuzz-token-0123456789") and
+//! encrypt the data.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::auth::{SessionKey, token_hash};
 use repocast_core::profile::{EndpointLimits, Profile};
 use repocast_core::server::{BlockSource, ItemInfo, SourceError};
 use repocast_core::{ClientId, Instant, ItemId};
@@ -22,12 +26,17 @@ fuzz_target!(|data: &[u8]| {
     let mut cfg = Profile::Lan.server();
     cfg.symbol_size = 64;
     cfg.max_block_symbols = 8;
+    cfg.session_key = Some(SessionKey::from_bytes([5; 32]));
+    let strict = data.len() % 2 == 1;
+    cfg.encrypt = strict;
     let items = vec![
         ItemInfo { name: "a".into(), size: 1000, hash: [1; 32], block_hashes: vec![[0; 32]; 2] },
         ItemInfo { name: "b/c".into(), size: 10, hash: [2; 32], block_hashes: vec![[0; 32]; 1] },
     ];
     let limits = EndpointLimits { max_connections: 8, max_buffered_bytes: 1 << 16, ..Profile::Lan.limits() };
-    let Ok(mut ep) = ServerEndpoint::new(cfg, limits, items) else { return };
+    let Ok(ep) = ServerEndpoint::new(cfg, limits, items) else { return };
+    let tokens = if strict { vec![token_hash("fuzz-token-0123456789")] } else { Vec::new() };
+    let mut ep = ep.with_tokens(tokens);
     let mut conns: Vec<ClientId> = Vec::new();
     let mut now = Instant::ZERO;
     let mut buf = Vec::new();
@@ -54,6 +63,8 @@ fuzz_target!(|data: &[u8]| {
                     if let Some(&c) = conns.get((op as usize / 4) % conns.len().max(1)) {
                         ep.handle_close(now, c);
                     }
+                } else if op & 0x40 != 0 {
+                    ep.rotate_key(now, SessionKey::from_bytes([op; 32]));
                 } else {
                     now = now + std::time::Duration::from_millis(op as u64);
                 }
