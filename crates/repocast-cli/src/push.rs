@@ -319,7 +319,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             })
             .collect();
         println!(
-            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{}}}",
+            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{},\"peak_rss_bytes\":{}}}",
             items.join(","),
             rep.elapsed.as_secs_f64(),
             rep.version.unwrap_or(0),
@@ -331,6 +331,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             rep.stats.stale,
             rep.resumed_blocks,
             rep.corrupt_blocks,
+            repocast_net::peak_rss_bytes().unwrap_or(0),
         );
     } else {
         println!(

@@ -28,6 +28,19 @@ pub mod tls;
 
 pub use error::NetError;
 
+/// This process's peak resident set size in bytes so far (`getrusage`),
+/// for the memory bound `listen --json` reports.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage into the pointer it is given, and
+    // RUSAGE_SELF is always valid; on failure nothing is read.
+    let ok = unsafe { libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr()) } == 0;
+    // SAFETY: zeroed is a valid rusage, and getrusage filled it on success.
+    let u = unsafe { u.assume_init() };
+    // Linux reports kibibytes.
+    (ok && u.ru_maxrss >= 0).then(|| u.ru_maxrss as u64 * 1024)
+}
+
 /// Nanoseconds since `start`, as the core's [`repocast_core::Instant`].
 pub(crate) fn core_now(start: std::time::Instant) -> repocast_core::Instant {
     repocast_core::Instant::from_nanos(start.elapsed().as_nanos() as u64)

@@ -115,8 +115,10 @@ impl ListenReport {
 
 /// Default memory for partly received blocks: above the pusher's span
 /// (64 MiB in [`Profile::Push`]), so the blocks of a span all stay in
-/// memory while it is on air.
-pub const MEMORY_BUDGET: u64 = 80 << 20;
+/// memory while it is on air, and low enough that a listener's whole
+/// process stays under 128 MiB (`tests/push-memory.sh`: 83-120 MiB
+/// receiving 1 and 2 GiB at 1 Gbit/s; with 80 MiB it peaked at 136).
+pub const MEMORY_BUDGET: u64 = 72 << 20;
 
 /// Most datagrams read from one group per wake-up.
 const RECV_BATCH: usize = 512;

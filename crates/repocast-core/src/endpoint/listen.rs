@@ -28,6 +28,12 @@ use crate::{Instant, SessionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
+/// Data of a version whose catalogue is still coming is kept up to this
+/// fraction of the memory budget (1/8: 9 MiB of the default 72; the
+/// catalogue comes within about a second, and what is dropped costs only
+/// that much more listening).
+const EARLY_SHARE: usize = 8;
+
 /// Listen endpoint settings.
 #[derive(Debug, Clone)]
 pub struct ListenConfig {
@@ -220,7 +226,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     self.stats.early += 1;
                     self.early_bytes += bytes.len();
                     self.early.push_back(bytes.to_vec());
-                    while self.early_bytes > self.cfg.memory_budget as usize / 2 {
+                    while self.early_bytes > self.cfg.memory_budget as usize / EARLY_SHARE {
                         match self.early.pop_front() {
                             Some(b) => self.early_bytes -= b.len(),
                             None => break,
@@ -351,12 +357,14 @@ impl<S: BlockStore> ListenEndpoint<S> {
             receiving,
         });
         inner.subscribe(now, todo.into_iter().map(|(m, _)| m).collect());
-        // Data that came before the catalogue was complete.
-        for b in std::mem::take(&mut self.early) {
+        // Data that came before the catalogue was complete, each datagram
+        // freed as it is taken (the copy and its symbols never both held).
+        while let Some(b) = self.early.pop_front() {
             if DataRepr::peek_session(&b) == Some(a.session) {
                 inner.handle_datagram(now, Channel::Data, &b);
             }
         }
+        self.early.shrink_to_fit();
         self.early_bytes = 0;
         self.active = Some((a.version, a.session, names));
         self.inner = Some(inner);
