@@ -185,8 +185,11 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         tls,
         allow: opts.allow.clone(),
         queued: Arc::new(AtomicUsize::new(0)),
-        rekey: (opts.rekey_secs > 0).then(|| Duration::from_secs(opts.rekey_secs)),
-        next_rekey: std::time::Instant::now() + Duration::from_secs(opts.rekey_secs),
+        rekey_secs: opts.rekey_secs,
+        // An interval too long to add to the clock is never.
+        next_rekey: (opts.rekey_secs > 0)
+            .then(|| std::time::Instant::now().checked_add(Duration::from_secs(opts.rekey_secs)))
+            .flatten(),
     };
     let task = tokio::spawn(pump.run(listener, rx));
     Ok(ServerHandle {
@@ -217,9 +220,10 @@ struct Pump {
     allow: Vec<crate::addr::Cidr>,
     /// Bytes queued for all connections' writers.
     queued: Arc<AtomicUsize>,
-    /// How often the session key is rotated (None: never), and when next.
-    rekey: Option<Duration>,
-    next_rekey: std::time::Instant,
+    /// Seconds between session key rotations (0: never).
+    rekey_secs: u64,
+    /// When the session key is next rotated (None: never).
+    next_rekey: Option<std::time::Instant>,
 }
 
 impl Pump {
@@ -230,6 +234,7 @@ impl Pump {
     ) -> Result<ServerStats, NetError> {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let rekey_every = Duration::from_secs(self.rekey_secs);
         let mut buf = Vec::with_capacity(2048);
         loop {
             self.drain(&mut buf).await;
@@ -259,7 +264,7 @@ impl Pump {
                 }
                 _ = tick.tick() => {
                     self.publish();
-                    self.maybe_rekey();
+                    self.maybe_rekey(rekey_every);
                 }
                 _ = shutdown.changed() => break,
             }
@@ -416,14 +421,12 @@ impl Pump {
 
     /// Rotates the session key when its interval is up: a fresh key from
     /// the OS, handed to the endpoint (which tells every client first).
-    fn maybe_rekey(&mut self) {
-        let Some(every) = self.rekey else {
-            return;
-        };
-        if std::time::Instant::now() < self.next_rekey {
+    fn maybe_rekey(&mut self, every: Duration) {
+        let now = std::time::Instant::now();
+        if self.next_rekey.is_none_or(|t| now < t) {
             return;
         }
-        self.next_rekey += every;
+        self.next_rekey = now.checked_add(every);
         match keys::session_key() {
             Ok(k) => {
                 if self.endpoint.rotate_key(core_now(self.start), k) {
