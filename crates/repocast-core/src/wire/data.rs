@@ -111,6 +111,14 @@ impl DataRepr {
             Vec::new()
         };
         r.finish()?;
+        let encrypted = flags & FLAG_ENCRYPTED != 0;
+        if encrypted && tag.is_empty() {
+            // Flagged, but with an empty tag: nothing authenticates it.
+            return Err(WireError::OutOfRange {
+                field: "data flags",
+                value: flags as u64,
+            });
+        }
         Ok(DataRepr {
             session,
             transmission,
@@ -121,7 +129,7 @@ impl DataRepr {
             probe,
             payload,
             tag,
-            encrypted: flags & FLAG_ENCRYPTED != 0,
+            encrypted,
         })
     }
 
