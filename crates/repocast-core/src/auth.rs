@@ -311,11 +311,8 @@ pub fn check_data(key: &SessionKey, packet: &[u8]) -> Result<(), AuthError> {
         .checked_sub(TAG_LEN)
         .ok_or(AuthError::Missing)?;
     let (body, tag) = packet.split_at(split);
-    let mut n = [0u8; 8];
-    n.copy_from_slice(&tag[..8]);
-    let mac = key
-        .gmac(u64::from_be_bytes(n), body)
-        .ok_or(AuthError::BadTag)?;
+    let number = tag_number(tag).ok_or(AuthError::Missing)?;
+    let mac = key.gmac(number, body).ok_or(AuthError::BadTag)?;
     ct_eq(&mac, &tag[8..])
 }
 

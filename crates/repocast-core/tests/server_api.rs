@@ -2,7 +2,9 @@
 //! window widens under NAK load, forged or unknown requests are refused and
 //! counted, and accounting mode never asks the block source for bytes.
 
+use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::fec::CodeKind;
+use repocast_core::profile::Profile;
 use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
 use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
 use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
@@ -274,22 +276,25 @@ fn a_nak_cannot_ask_for_more_than_the_block_holds() {
     assert_eq!((s.stats().bad_requests, s.stats().naks), (1, 1));
 }
 
-/// Probe 5's looping peer: the endpoint closes a connection that repeats
-/// hello, catalogue or request messages past `MAX_ONE_OFF`, and counts it.
-#[test]
-fn a_peer_repeating_one_off_messages_is_closed() {
-    use repocast_core::endpoint::server::ServerEndpoint;
-    use repocast_core::endpoint::{CloseReason, MAX_ONE_OFF};
-    use repocast_core::profile::Profile;
-    use repocast_core::wire::frame::encode_frame;
+/// A server endpoint (the shipped settings) serving one empty item.
+fn one_empty_item_endpoint() -> ServerEndpoint {
     let info = ItemInfo {
         name: "a".into(),
         size: 0,
         hash: [0; 32],
         block_hashes: vec![],
     };
-    let mut ep =
-        ServerEndpoint::new(Profile::Lan.server(), Profile::Lan.limits(), vec![info]).expect("ep");
+    let (cfg, limits) = (Profile::Lan.server(), Profile::Lan.limits());
+    ServerEndpoint::new(cfg, limits, vec![info]).expect("ep")
+}
+
+/// Probe 5's looping peer: the endpoint closes a connection that repeats
+/// hello, catalogue or request messages past `MAX_ONE_OFF`, and counts it.
+#[test]
+fn a_peer_repeating_one_off_messages_is_closed() {
+    use repocast_core::endpoint::{CloseReason, MAX_ONE_OFF};
+    use repocast_core::wire::frame::encode_frame;
+    let mut ep = one_empty_item_endpoint();
     let now = Instant::ZERO;
     let c = ep.accept(now).expect("accepted");
     let mut body = Vec::new();
@@ -317,19 +322,10 @@ fn without_a_known_token_a_connection_gets_a_reason_and_is_closed() {
     use repocast_core::auth::token_hash;
     use repocast_core::endpoint::server::ServerEndpoint;
     use repocast_core::endpoint::{CloseReason, Dest};
-    use repocast_core::profile::Profile;
     use repocast_core::wire::ServerMsg;
     use repocast_core::wire::frame::{FrameDecoder, encode_frame};
-    let info = ItemInfo {
-        name: "a".into(),
-        size: 0,
-        hash: [0; 32],
-        block_hashes: vec![],
-    };
     let good = "a-token-of-sixteen-or-more";
-    let mut ep = ServerEndpoint::new(Profile::Lan.server(), Profile::Lan.limits(), vec![info])
-        .expect("ep")
-        .with_tokens(vec![token_hash(good)]);
+    let mut ep = one_empty_item_endpoint().with_tokens(vec![token_hash(good)]);
     let now = Instant::ZERO;
     let frame = |m: ClientMsg| {
         let (mut body, mut f) = (Vec::new(), Vec::new());

@@ -42,14 +42,8 @@ pub fn new_token() -> Result<String, NetError> {
 /// operator's note); blank lines and `#` comments are skipped. A token
 /// shorter than [`MIN_TOKEN_LEN`], or a file with none, is an error.
 pub fn read_token_hashes(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| NetError::Key(format!("{}: {e}", path.display())))?;
     let mut hashes = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
+    for (n, line) in token_lines(path)? {
         let token = line.split_whitespace().last().unwrap_or_default();
         if token.len() < MIN_TOKEN_LEN {
             return Err(NetError::Key(format!(
@@ -69,12 +63,20 @@ pub fn read_token_hashes(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
 /// A client's access token from `path` (its first line that is not blank
 /// or a comment).
 pub fn read_token(path: &Path) -> Result<String, NetError> {
+    (token_lines(path)?.into_iter().next())
+        .map(|(_, line)| line)
+        .ok_or_else(|| NetError::Key(format!("{}: no token", path.display())))
+}
+
+/// The lines of a token file that are neither blank nor `#` comments,
+/// trimmed, with their index (from 0).
+fn token_lines(path: &Path) -> Result<Vec<(usize, String)>, NetError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| NetError::Key(format!("{}: {e}", path.display())))?;
-    (text.lines().map(str::trim))
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .ok_or_else(|| NetError::Key(format!("{}: no token", path.display())))
+    Ok((text.lines().map(str::trim).enumerate())
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .map(|(n, l)| (n, l.to_owned()))
+        .collect())
 }
 
 /// Where the public half of the key at `path` is written.

@@ -234,7 +234,6 @@ impl Pump {
     ) -> Result<ServerStats, NetError> {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
-        let rekey_every = Duration::from_secs(self.rekey_secs);
         let mut buf = Vec::with_capacity(2048);
         loop {
             self.drain(&mut buf).await;
@@ -264,7 +263,7 @@ impl Pump {
                 }
                 _ = tick.tick() => {
                     self.publish();
-                    self.maybe_rekey(rekey_every);
+                    self.maybe_rekey();
                 }
                 _ = shutdown.changed() => break,
             }
@@ -421,12 +420,12 @@ impl Pump {
 
     /// Rotates the session key when its interval is up: a fresh key from
     /// the OS, handed to the endpoint (which tells every client first).
-    fn maybe_rekey(&mut self, every: Duration) {
+    fn maybe_rekey(&mut self) {
         let now = std::time::Instant::now();
         if self.next_rekey.is_none_or(|t| now < t) {
             return;
         }
-        self.next_rekey = now.checked_add(every);
+        self.next_rekey = now.checked_add(Duration::from_secs(self.rekey_secs));
         match keys::session_key() {
             Ok(k) => {
                 if self.endpoint.rotate_key(core_now(self.start), k) {

@@ -39,6 +39,9 @@ impl Polluter {
     pub fn answer(&mut self, genuine: &[u8]) -> Vec<Vec<u8>> {
         self.credit += self.share;
         let mut out = Vec::new();
+        if self.credit < 1.0 {
+            return out;
+        }
         let Ok(p) = DataRepr::parse(genuine) else {
             return out;
         };

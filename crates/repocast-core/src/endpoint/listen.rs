@@ -29,7 +29,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Data of a version whose catalogue is still coming is kept up to this
-/// fraction of the memory budget (1/2: 36 MiB of the default 72, about
+/// fraction of the memory budget (1/2: 36 MiB of `listen`'s 72, about
 /// three seconds at 100 Mbit/s; the catalogue comes within about one).
 /// An eighth cost the push lab's listeners 1-2% of their time.
 const EARLY_SHARE: usize = 2;

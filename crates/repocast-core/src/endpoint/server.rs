@@ -41,6 +41,13 @@ struct Conn {
     admitted: bool,
 }
 
+/// Appends `m` to `buf` as one length-prefixed frame.
+fn encode_msg(m: &ServerMsg, buf: &mut Vec<u8>) {
+    let mut body = Vec::new();
+    m.emit(&mut body);
+    encode_frame(&body, buf);
+}
+
 /// Why a connection's messages stopped being taken.
 enum Refused {
     /// Too many one-off messages.
@@ -68,9 +75,9 @@ pub struct ServerEndpoint {
     /// Hashes of the access tokens a client must present (empty: none
     /// required).
     tokens: Vec<[u8; 32]>,
-    /// Frames the endpoint itself sends (a refusal's reason), before the
-    /// state machine's.
-    own_frames: VecDeque<(ClientId, Vec<u8>)>,
+    /// Messages the endpoint itself sends (a refusal's reason), before
+    /// the state machine's.
+    own_msgs: VecDeque<(ClientId, ServerMsg)>,
     /// Encrypt data packets' symbols under the session key.
     encrypt: bool,
     /// Data packets sealed so far: with the epoch, the next one's number
@@ -78,8 +85,9 @@ pub struct ServerEndpoint {
     sealed: u64,
     /// The session key's epoch (the top byte of every packet number).
     epoch: u8,
-    /// A rotation under way: the next key, and when it takes over.
-    next_key: Option<(SessionKey, Instant)>,
+    /// A rotation under way: when the key the state machine offered
+    /// takes over.
+    switch_at: Option<Instant>,
     stats: EndpointStats,
 }
 
@@ -96,11 +104,11 @@ impl ServerEndpoint {
             session_key,
             identity: None,
             tokens: Vec::new(),
-            own_frames: VecDeque::new(),
+            own_msgs: VecDeque::new(),
             encrypt,
             sealed: 0,
             epoch: 0,
-            next_key: None,
+            switch_at: None,
             server: Server::new(cfg, items)?,
             limits,
             conns: FastMap::default(),
@@ -134,12 +142,12 @@ impl ServerEndpoint {
     /// a session key, nor while another is pending (its key would never
     /// take over).
     pub fn rotate_key(&mut self, now: Instant, key: SessionKey) -> bool {
-        if self.session_key.is_none() || self.next_key.is_some() {
+        if self.session_key.is_none() || self.switch_at.is_some() {
             return false;
         }
         self.server
-            .offer_session_key(self.epoch.wrapping_add(1), key.clone());
-        self.next_key = Some((key, now + self.limits.rekey_grace));
+            .offer_session_key(self.epoch.wrapping_add(1), key);
+        self.switch_at = Some(now + self.limits.rekey_grace);
         true
     }
 
@@ -250,16 +258,12 @@ impl ServerEndpoint {
                     Refused::Token => "access refused: the server does not know this token",
                     _ => "access refused: this server requires an access token (--token-file)",
                 };
-                let mut body = Vec::new();
-                ServerMsg::Failed {
+                let m = ServerMsg::Failed {
                     item: None,
                     name: String::new(),
                     reason: reason.into(),
-                }
-                .emit(&mut body);
-                let mut frame = Vec::new();
-                encode_frame(&body, &mut frame);
-                self.own_frames.push_back((conn, frame));
+                };
+                self.own_msgs.push_back((conn, m));
                 self.close(now, conn, CloseReason::Unauthorized);
             }
             None => {}
@@ -305,7 +309,7 @@ impl ServerEndpoint {
     /// When to call [`ServerEndpoint::handle_timeout`] and
     /// [`ServerEndpoint::poll_transmit`] again, if nothing else happens.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.repeat.is_some() || !self.own_frames.is_empty() {
+        if self.repeat.is_some() || !self.own_msgs.is_empty() {
             return Some(Instant::ZERO);
         }
         self.server.poll_timeout()
@@ -320,15 +324,15 @@ impl ServerEndpoint {
         buf: &mut Vec<u8>,
     ) -> Option<Dest> {
         buf.clear();
-        if self.next_key.as_ref().is_some_and(|(_, at)| now >= *at) {
-            if let Some((k, _)) = self.next_key.take() {
+        if self.switch_at.is_some_and(|at| now >= at) {
+            self.switch_at = None;
+            if let Some(k) = self.server.commit_session_key() {
                 self.session_key = Some(k);
                 self.epoch = self.epoch.wrapping_add(1);
-                self.server.commit_session_key();
             }
         }
-        if let Some((c, frame)) = self.own_frames.pop_front() {
-            buf.extend_from_slice(&frame);
+        if let Some((c, m)) = self.own_msgs.pop_front() {
+            encode_msg(&m, buf);
             return Some(Dest::Conn(c));
         }
         if let Some((bytes, left)) = self.repeat.as_mut() {
@@ -378,9 +382,7 @@ impl ServerEndpoint {
                     if !self.conns.contains_key(&c) {
                         continue;
                     }
-                    let mut body = Vec::new();
-                    m.emit(&mut body);
-                    encode_frame(&body, buf);
+                    encode_msg(&m, buf);
                     return Some(Dest::Conn(c));
                 }
             }

@@ -3,8 +3,8 @@
 //! the TLS connection) before the endpoint starts tagging with it, and to
 //! each client welcomed while the switch is pending; once in use it is
 //! the key new clients are welcomed with. Clients that left before the
-//! offer never learn it. The endpoint (`crate::endpoint::server`) owns
-//! the timing and the tags.
+//! offer never learn it. The pending key lives here only; the endpoint
+//! (`crate::endpoint::server`) owns the timing and the tags.
 
 use super::Server;
 use crate::ClientId;
@@ -26,11 +26,11 @@ impl Server {
     }
 
     /// The offered key is now the one in use: clients welcomed from now
-    /// on get it in their welcome.
-    pub fn commit_session_key(&mut self) {
-        if let Some((_, k)) = self.next_key.take() {
-            self.cfg.session_key = Some(k);
-        }
+    /// on get it in their welcome. Returns it (None: none was offered).
+    pub fn commit_session_key(&mut self) -> Option<SessionKey> {
+        let (_, k) = self.next_key.take()?;
+        self.cfg.session_key = Some(k.clone());
+        Some(k)
     }
 
     /// Tells `client` the offered key, if one is pending.

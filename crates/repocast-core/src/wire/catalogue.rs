@@ -128,7 +128,13 @@ impl CataloguePiece {
                 });
             }
         };
-        if !empty && (part == 0) != head.is_some() || empty && (head.is_some() || parts != 1) {
+        // Part 0 carries the head; an empty version's one piece carries none.
+        let head_ok = if empty {
+            head.is_none() && parts == 1
+        } else {
+            (part == 0) == head.is_some()
+        };
+        if !head_ok {
             return Err(WireError::OutOfRange {
                 field: "piece head",
                 value: part as u64,
