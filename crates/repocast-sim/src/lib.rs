@@ -12,6 +12,8 @@
 //! lives here: this crate turns a [`scenario::Scenario`] into workloads
 //! ([`workload`]), runs them ([`run`]), sweeps a variable across series and
 //! seeds on all cores ([`sweep`]) and writes the results ([`output`]).
+//! [`weblog`] turns a web log into a push run that real commands and both
+//! kinds of simulated run can replay alike.
 
 pub mod baseline;
 pub mod engine;
@@ -27,6 +29,7 @@ pub mod scenario;
 pub mod source;
 pub mod sweep;
 pub mod trace;
+pub mod weblog;
 pub mod workload;
 
 /// Errors of the simulator's boundary (scenario files, output).

@@ -330,3 +330,62 @@ fn an_empty_folder_is_a_version_listeners_take() {
     assert_eq!(r[1].versions, vec![1, 2]);
     check_files(&r[1], &files);
 }
+
+/// A listener that names its files without wildcards starts as soon as
+/// their own catalogue pieces are in; with a wildcard, or a name the
+/// catalogue may still hold, it waits for every item's head.
+#[test]
+fn a_listener_naming_files_starts_before_the_whole_catalogue() {
+    use repocast_core::endpoint::Dest;
+    use repocast_core::endpoint::listen::{ListenEndpoint, ListenEvent};
+    use repocast_core::endpoint::store::MemoryStore;
+    let files: Vec<(String, Vec<u8>)> = (0..400)
+        .map(|i| (format!("doc/f{i:03}.html"), bytes(200, i)))
+        .collect();
+    let (items, mut source) = push_items(&files, &fec()).expect("items");
+    let id = Identity::from_seed([7; 32]);
+    let mut p = PushEndpoint::new(Instant::ZERO, config(), id.clone(), 1, items).expect("pusher");
+    let selects: [&[&str]; 4] = [
+        &["doc/f007.html"],
+        &["doc/f007.html", "doc/f300.html"],
+        &["doc/f007*"],
+        &["doc/f007.html", "doc/missing.html"],
+    ];
+    let mut eps: Vec<_> = (selects.iter())
+        .map(|s| {
+            let mut cfg = ListenConfig::new(Profile::Push.client());
+            cfg.trust = Some(id.public());
+            cfg.select = s.iter().map(|x| x.to_string()).collect();
+            ListenEndpoint::new(Instant::ZERO, cfg, MemoryStore::default())
+        })
+        .collect();
+    let mut started: Vec<Option<u64>> = vec![None; eps.len()];
+    let (mut now, mut pieces, mut buf) = (Instant::ZERO, 0u64, Vec::new());
+    while started.iter().any(Option::is_none) && pieces < 10_000 {
+        while let Some(dest) = p.poll_transmit(now, &mut source, &mut buf) {
+            if dest != Dest::Announce {
+                continue;
+            }
+            pieces += 1;
+            for (ep, s) in eps.iter_mut().zip(&mut started) {
+                ep.handle_datagram(now, Channel::Announce, &buf);
+                while let Some(ev) = ep.poll_event() {
+                    if matches!(ev, ListenEvent::Version { .. }) && s.is_none() {
+                        *s = Some(pieces);
+                    }
+                }
+            }
+        }
+        now = p.poll_timeout().expect("a running pusher has a deadline");
+    }
+    let [one, two, glob, missing] = [0, 1, 2, 3].map(|i| started[i].expect("started"));
+    // A copy of the catalogue is a piece per file here: the wildcard
+    // waits for all 400; one named file, only for its own.
+    assert!(glob >= 400, "a full copy is {glob} pieces");
+    assert!(one < 100 && two < glob, "{one} / {two} against {glob}");
+    assert!(
+        missing >= glob,
+        "a name not found waits for every head: {missing}"
+    );
+    assert!(two >= one);
+}

@@ -3,8 +3,9 @@
 //! Pieces arrive in any order, repeated, some lost. The assembly keeps
 //! every item's head (name, size, hash, layout, attributes) and, for the
 //! items the listener selected, their block hashes, within a byte bound;
-//! it is complete once every head is in and every selected item has all
-//! its block hashes. Pieces have been checked (signature, signer, version)
+//! it is complete once every selected item has all its block hashes and
+//! either every head is in or every file the listener named without
+//! wildcards has been found. Pieces have been checked (signature, signer, version)
 //! by [`super::listen`] before they get here.
 
 use crate::fec::layout::Layout;
@@ -113,9 +114,24 @@ impl Assembly {
         Ok(())
     }
 
-    /// Whether every head and every selected item's hashes are in.
-    pub fn is_complete(&self) -> bool {
-        self.heads.len() == self.items as usize && self.wanted.values().all(|w| w.left == 0)
+    /// Whether the listener can start: every selected item's hashes are
+    /// in, and either every head is (so every item `select` matches is
+    /// known) or `select` names files without wildcards and each of them
+    /// has been found (the rest of the catalogue cannot add to them; a
+    /// listener after two named files need not wait for every piece).
+    pub fn is_complete(&self, select: &[String]) -> bool {
+        if !self.wanted.values().all(|w| w.left == 0) {
+            return false;
+        }
+        if self.heads.len() == self.items as usize {
+            return true;
+        }
+        let literal = |g: &String| !g.contains(['*', '?']);
+        !select.is_empty()
+            && select.iter().all(literal)
+            && select.iter().all(|g| {
+                (self.wanted.keys()).any(|i| self.heads.get(i).is_some_and(|h| &h.name == g))
+            })
     }
 
     /// Heads received so far, of the items in the version.

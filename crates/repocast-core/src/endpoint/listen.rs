@@ -4,7 +4,8 @@
 //! pusher's signed catalogue pieces: each is checked alone (signature,
 //! signer pinned with `--trust` or the first one seen, version no older
 //! than the newest seen) and assembled ([`super::assembly`]) until the
-//! version's catalogue is complete for the selected items. Then a
+//! version's catalogue is complete for the selected items (for files named
+//! without wildcards, once their own pieces are in). Then a
 //! [`ClientEndpoint`] in push mode receives those items from the data
 //! group: packets of the version's session only, decoded blocks checked
 //! against the signed block hashes and written to the [`BlockStore`]
@@ -293,7 +294,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             }
             Err(_) => self.stats.malformed += 1,
         }
-        if a.is_complete() {
+        if a.is_complete(select) {
             if let Some(a) = self.assembly.take() {
                 self.activate(now, a);
             }

@@ -55,6 +55,30 @@ pub struct PushConfig {
     pub redundancy: Option<f64>,
 }
 
+impl PushConfig {
+    /// What `repocast push` runs: [`crate::profile::Profile::Push`] with
+    /// the FEC layout `fec`, `scheduler`, the block-order `seed` and a rate
+    /// cap of `rate_bps` (the catalogue included). The simulator's replays
+    /// of real runs build their pusher here too.
+    pub fn shipped(
+        fec: &FecParams,
+        scheduler: crate::sched::SchedulerKind,
+        seed: u64,
+        rate_bps: u64,
+        ipv6: bool,
+        redundancy: Option<f64>,
+    ) -> Result<Self, ServerError> {
+        let mut server = crate::profile::Profile::Push.server();
+        server.code = fec.code;
+        server.symbol_size = fec.symbol_size;
+        server.max_block_symbols = fec.max_block_symbols;
+        server.seed = seed;
+        server.scheduler = scheduler;
+        server.set_rate(rate_bps, ipv6)?;
+        Ok(PushConfig { server, redundancy })
+    }
+}
+
 /// Counters of the push endpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PushStats {

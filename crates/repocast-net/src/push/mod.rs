@@ -20,7 +20,6 @@ pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
-use repocast_core::profile::Profile;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
@@ -134,17 +133,14 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         None => keys::generate_identity()?,
     };
     let key = identity.public();
-    let mut server = Profile::Push.server();
-    server.code = opts.code;
-    server.symbol_size = opts.symbol_size;
-    server.max_block_symbols = fec.max_block_symbols;
-    server.seed = opts.seed;
-    server.scheduler = first.scheduler.clone();
-    server.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
-    let cfg = PushConfig {
-        server,
-        redundancy: opts.redundancy,
-    };
+    let cfg = PushConfig::shipped(
+        &fec,
+        first.scheduler.clone(),
+        opts.seed,
+        opts.rate_bps,
+        opts.data_group.is_ipv6(),
+        opts.redundancy,
+    )?;
     let start = std::time::Instant::now();
     let version = next_version(0);
     let n = first.items.len();
