@@ -11,7 +11,7 @@ use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::Dest;
-use repocast_core::endpoint::client::Outcome;
+use repocast_core::endpoint::client::{ClientEndpointStats, Outcome};
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats};
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
 use repocast_core::endpoint::store::MemoryStore;
@@ -51,6 +51,8 @@ pub struct PushReport {
     pub blocks_written: u64,
     /// Counters of its (last) endpoint.
     pub stats: ListenStats,
+    /// Counters of that endpoint's receiver (memory, spill), if it began.
+    pub receiver: Option<ClientEndpointStats>,
     /// Catalogue versions it took, in order.
     pub versions: Vec<u64>,
 }
@@ -287,6 +289,9 @@ impl PushLan {
     pub fn reports(&self) -> Vec<PushReport> {
         (self.hosts.iter())
             .map(|h| {
+                let receiver = (h.ep.as_ref())
+                    .and_then(|e| e.receiver())
+                    .map(|r| r.stats());
                 let (outcomes, files, stats, written) = match &h.ep {
                     Some(e) => {
                         let store = e.store();
@@ -307,6 +312,7 @@ impl PushLan {
                     files,
                     blocks_written: h.blocks_written + written,
                     stats,
+                    receiver,
                     versions: h.versions.clone(),
                 }
             })

@@ -389,3 +389,42 @@ fn a_listener_naming_files_starts_before_the_whole_catalogue() {
     );
     assert!(two >= one);
 }
+
+/// A listener with a memory budget far below the pusher's span keeps
+/// partly received blocks on its store's spill; a spilled block's later
+/// symbols join it there, and it is read back once, when its next symbol
+/// can complete it (not once per symbol), so held memory stays near the
+/// budget.
+#[test]
+fn a_small_memory_budget_reads_each_spilled_block_back_once() {
+    let mut cfg = config();
+    cfg.server.max_block_symbols = 64;
+    cfg.server.push_span_bytes = 4 << 20;
+    let t = cfg.server.symbol_size as u64;
+    let files = vec![("big.bin".to_string(), bytes(8 << 20, 21))];
+    let blocks = (8u64 << 20).div_ceil(64 * t);
+    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    for (i, loss) in [0.05, 0.3].into_iter().enumerate() {
+        let mut l = listener(loss, 0.0);
+        l.cfg.memory_budget = 1 << 20;
+        lan.listener(l, 40 + i as u64);
+    }
+    lan.run(secs(30.0));
+    for r in lan.reports() {
+        check_files(&r, &files);
+        let rx = r.receiver.expect("a receiver");
+        assert!(rx.spilled_blocks > 0, "{rx:?}");
+        assert!(
+            rx.restored_blocks <= blocks,
+            "{} restores for {blocks} blocks",
+            rx.restored_blocks
+        );
+        // Checked every 256 useful packets, so up to that many symbols over.
+        let slack = 256 * t + 64 * t;
+        assert!(
+            rx.peak_held_bytes <= (1 << 20) + slack,
+            "peak {} against a budget of 1 MiB",
+            rx.peak_held_bytes
+        );
+    }
+}

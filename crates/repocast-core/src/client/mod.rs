@@ -21,7 +21,7 @@
 pub mod item;
 mod push;
 mod receive;
-mod spill;
+pub mod spill;
 mod table;
 
 use crate::fec::layout::Layout;
@@ -126,6 +126,8 @@ pub struct Client {
     early: VecDeque<DataRepr>,
     /// Items whose early data waits to be replayed.
     replay: Vec<ItemId>,
+    /// Symbols of evicted blocks, for the driver's spill (see `spill`).
+    deferred: Vec<spill::Deferred>,
     /// The transmission last heard on the data channel.
     on_air: Option<(ItemId, TransmissionId)>,
     stats: ClientStats,
@@ -167,6 +169,7 @@ impl Client {
             last_announce: None,
             early: VecDeque::new(),
             replay: Vec::new(),
+            deferred: Vec::new(),
             on_air: None,
             stats: ClientStats::default(),
             done: false,

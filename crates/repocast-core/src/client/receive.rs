@@ -1,6 +1,7 @@
 //! The client's data path: each data packet through its block decoder,
 //! ARM probes, verified blocks, and early data replayed after a manifest.
 use super::item::ItemPhase;
+use super::spill;
 use super::{
     Client, ClientEvent, ClientMsg, EARLY_PACKETS, LOSS_REPORT_AFTER, LOSS_REPORT_MIN_TOTAL,
 };
@@ -124,6 +125,12 @@ impl Client {
         let b = p.block.0;
         if it.decoded.get(b as usize).is_none_or(|d| *d) {
             return false;
+        }
+        if payloads && it.decoders.get(b as usize).is_some_and(Option::is_none) {
+            if let Some(d) = spill::defer(it, p) {
+                self.deferred.push(d);
+                return true;
+            }
         }
         let payload = payloads.then_some(p.payload.as_slice());
         let Some(dec) = it.decoder(b, payloads, &mut self.rng) else {

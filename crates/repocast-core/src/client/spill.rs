@@ -1,9 +1,35 @@
 //! Memory-bounded receiving: a driver may take partially received blocks
-//! out of the client (to keep their symbols on disk) and give them back
-//! before new symbols of the block arrive.
+//! out of the client (to keep their symbols on disk). A symbol for such a
+//! block that cannot complete it is handed to the driver to keep with
+//! the others ([`Client::take_deferred`]); the driver gives the block back
+//! ([`Client::restore`]) just before the symbol that can complete it
+//! ([`Client::completes_evicted`]). So memory holds only blocks being fed,
+//! and a spilled block is read back once, not once per symbol.
 use super::Client;
-use super::item::ItemPhase;
+use super::item::{ItemPhase, ItemRx};
 use crate::ItemId;
+use crate::wire::DataRepr;
+
+/// A symbol of an evicted block for the driver's spill: item, block,
+/// symbol id, bytes.
+pub type Deferred = (ItemId, u32, u32, Vec<u8>);
+
+/// `p`'s symbol for the spill, when its block (of `it`, receiving, not
+/// decoded) is evicted and the symbol cannot complete it; the count of
+/// symbols held off memory goes up by one.
+pub(super) fn defer(it: &mut ItemRx, p: &DataRepr) -> Option<Deferred> {
+    let b = p.block.0;
+    let (layout, m) = (it.layout?, it.manifest.as_ref()?);
+    let k = layout.block_symbols(b);
+    let held = it.evicted.get_mut(&b)?;
+    let fits = p.symbol < m.fec.code.symbol_space(k).max(1).saturating_add(1)
+        && p.payload.len() == layout.symbol_size() as usize;
+    if held.saturating_add(1) >= k || !fits {
+        return None;
+    }
+    *held += 1;
+    Some((p.item, b, p.symbol, p.payload.clone()))
+}
 
 impl Client {
     /// Symbols block `block` of `item` holds in memory (0 if decoded,
@@ -34,11 +60,30 @@ impl Client {
         Some(symbols)
     }
 
-    /// Whether block `block` of `item` has symbols evicted to the driver.
+    /// Whether block `block` of `item` (still receiving) has symbols
+    /// evicted to the driver.
     pub fn is_evicted(&self, item: ItemId, block: u32) -> bool {
         self.items
             .get(&item)
-            .is_some_and(|i| i.evicted.contains_key(&block))
+            .is_some_and(|i| i.phase == ItemPhase::Receiving && i.evicted.contains_key(&block))
+    }
+
+    /// Whether the next symbol of evicted block `block` of `item` can
+    /// complete it: the driver then gives the block back first.
+    pub fn completes_evicted(&self, item: ItemId, block: u32) -> bool {
+        let Some(it) = self.items.get(&item) else {
+            return true;
+        };
+        match (it.evicted.get(&block), it.layout) {
+            (Some(&held), Some(l)) => held.saturating_add(1) >= l.block_symbols(block),
+            _ => true,
+        }
+    }
+
+    /// Symbols of evicted blocks the last calls received, for the
+    /// driver's spill.
+    pub fn take_deferred(&mut self) -> Vec<Deferred> {
+        std::mem::take(&mut self.deferred)
     }
 
     /// Gives back the symbols of an evicted block (before new ones for it).

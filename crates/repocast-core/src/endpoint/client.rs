@@ -36,6 +36,8 @@ use std::time::Duration;
 pub const MAX_CATALOGUE_TOTAL: usize = 1 << 20;
 /// Data packets between checks of the memory budget.
 const EVICT_EVERY: u64 = 256;
+/// Symbols of spilled blocks written to the store at a time.
+const SPILL_BATCH: usize = 256;
 
 /// What the client wants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,6 +146,11 @@ pub struct ClientEndpointStats {
     pub resumed_blocks: u64,
     /// Partly received blocks moved to the spill.
     pub spilled_blocks: u64,
+    /// Spilled blocks read back (each once its next symbol could
+    /// complete it).
+    pub restored_blocks: u64,
+    /// Most bytes of partly received blocks in memory at a budget check.
+    pub peak_held_bytes: u64,
     /// Datagrams of an authenticated session with a missing or wrong tag
     /// or signature (dropped before parsing further).
     pub forged: u64,
@@ -172,6 +179,9 @@ pub struct ClientEndpoint<S: BlockStore> {
     /// Partial blocks in memory, by when they last gained a symbol.
     lru: FastMap<(ItemId, u32), u64>,
     tick: u64,
+    /// Symbols of spilled blocks not yet written to the store.
+    spill_batch: FastMap<(ItemId, u32), super::store::Symbols>,
+    batched: usize,
     last_heard: Instant,
     /// The run ended early (protocol error, close, idle): why.
     ended: Option<String>,
@@ -202,6 +212,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
             sizes: FastMap::default(),
             symbol_sizes: FastMap::default(),
             lru: FastMap::default(),
+            spill_batch: FastMap::default(),
+            batched: 0,
             tick: 0,
             last_heard: now,
             ended: None,
@@ -444,25 +456,59 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     fn on_data(&mut self, now: Instant, p: &DataRepr) {
         let key = (p.item, p.block.0);
-        if self.store.is_spilled(key.0, key.1) {
-            match self.store.unspill(key.0, key.1) {
-                Ok(syms) => self.client.restore(key.0, key.1, syms),
+        if self.store.is_spilled(key.0, key.1) && self.client.completes_evicted(key.0, key.1) {
+            // This symbol can complete the block: it comes back first.
+            let mut syms = match self.store.unspill(key.0, key.1) {
+                Ok(syms) => syms,
                 Err(e) => return self.client.abandon(key.0, e.to_string()),
-            }
+            };
+            syms.extend(self.spill_batch.remove(&key).unwrap_or_default());
+            self.client.restore(key.0, key.1, syms);
+            self.stats.restored_blocks += 1;
+            self.lru.insert(key, self.tick);
         }
-        if self.client.handle_data(now, p) {
+        let useful = self.client.handle_data(now, p);
+        for (item, block, esi, bytes) in self.client.take_deferred() {
+            self.spill_batch
+                .entry((item, block))
+                .or_default()
+                .push((esi, bytes));
+            self.batched += 1;
+        }
+        if self.batched >= SPILL_BATCH {
+            self.flush_spill();
+        }
+        if useful {
             self.last_heard = now;
             self.tick += 1;
-            self.lru.insert(key, self.tick);
+            if !self.client.is_evicted(key.0, key.1) {
+                self.lru.insert(key, self.tick);
+            }
             if self.tick % EVICT_EVERY == 0 {
                 self.evict();
             }
         }
     }
 
+    /// Writes the batched symbols of spilled blocks to the store, a
+    /// block's at a time.
+    fn flush_spill(&mut self) {
+        self.batched = 0;
+        for ((item, block), syms) in std::mem::take(&mut self.spill_batch) {
+            // A block given back, or an item ended since: nothing to keep.
+            if !self.client.is_evicted(item, block) {
+                continue;
+            }
+            if let Err(e) = self.store.spill(item, block, &syms) {
+                self.client.abandon(item, e.to_string());
+            }
+        }
+    }
+
     /// Keeps partly received blocks within the memory budget: when over,
     /// moves the least recently fed to the store's spill until half the
-    /// budget is in use.
+    /// budget is in use. A block that cannot leave (its decoder has begun)
+    /// stays counted.
     fn evict(&mut self) {
         let held = |c: &Client, sizes: &FastMap<ItemId, u64>, (i, b): (ItemId, u32)| {
             c.held_symbols(i, b) as u64 * sizes.get(&i).copied().unwrap_or(0)
@@ -471,6 +517,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
         let mut total: u64 = (self.lru.keys())
             .map(|k| held(&self.client, &self.symbol_sizes, *k))
             .sum();
+        self.stats.peak_held_bytes = self.stats.peak_held_bytes.max(total);
         if total <= budget {
             return;
         }
@@ -481,8 +528,12 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 break;
             }
             let bytes = held(&self.client, &self.symbol_sizes, key);
-            self.lru.remove(&key);
+            if bytes == 0 {
+                self.lru.remove(&key);
+                continue;
+            }
             if let Some(syms) = self.client.evict(key.0, key.1) {
+                self.lru.remove(&key);
                 if let Err(e) = self.store.spill(key.0, key.1, &syms) {
                     self.client.abandon(key.0, e.to_string());
                     continue;
