@@ -63,6 +63,14 @@ fuzz_target!(|data: &[u8]| {
                     if let Some(&c) = conns.get((op as usize / 4) % conns.len().max(1)) {
                         ep.handle_close(now, c);
                     }
+                } else if op & 0x60 == 0x60 {
+                    // The token file edited: none, nobody, or the one token.
+                    let list = match op % 3 {
+                        0 => None,
+                        1 => Some(Vec::new()),
+                        _ => Some(vec![token_hash("fuzz-token-0123456789")]),
+                    };
+                    ep.set_tokens(now, list);
                 } else if op & 0x40 != 0 {
                     ep.rotate_key(now, SessionKey::from_bytes([op; 32]));
                 } else {

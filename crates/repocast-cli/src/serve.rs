@@ -86,8 +86,9 @@ pub struct ServeArgs {
     #[arg(long)]
     pub encrypt: bool,
     /// Require an access token: FILE holds the tokens accepted, one per
-    /// line (`LABEL TOKEN` or `TOKEN`; `repocast keygen --token` makes one)
-    /// [none required].
+    /// line (`LABEL TOKEN` or `TOKEN`; `repocast keygen --token` makes one).
+    /// Re-read when it changes (and on SIGHUP): connections whose token is
+    /// gone are closed and the session key rotates [none required].
     #[arg(long, value_name = "FILE")]
     pub tokens: Option<PathBuf>,
     /// Rotate the session key every SECONDS (0: never); clients that left

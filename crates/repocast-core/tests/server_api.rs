@@ -314,45 +314,55 @@ fn a_peer_repeating_one_off_messages_is_closed() {
     assert_eq!(ep.connections(), 0);
 }
 
+/// `m` as one frame on the request connection.
+fn frame(m: ClientMsg) -> Vec<u8> {
+    let (mut body, mut f) = (Vec::new(), Vec::new());
+    m.emit(&mut body);
+    repocast_core::wire::frame::encode_frame(&body, &mut f);
+    f
+}
+
+fn hello(token: Option<&str>) -> Vec<u8> {
+    frame(ClientMsg::Hello {
+        name: "x".into(),
+        token: token.map(str::to_owned),
+    })
+}
+
+/// What the endpoint sends connection `c` now, parsed.
+fn replies(
+    ep: &mut repocast_core::endpoint::server::ServerEndpoint,
+    c: repocast_core::ClientId,
+) -> Vec<repocast_core::wire::ServerMsg> {
+    use repocast_core::endpoint::Dest;
+    let (mut buf, mut dec, mut out) = (
+        Vec::new(),
+        repocast_core::wire::frame::FrameDecoder::default(),
+        Vec::new(),
+    );
+    let mut src = repocast_core::server::NoPayload;
+    while let Some(d) = ep.poll_transmit(Instant::ZERO, &mut src, &mut buf) {
+        if d == Dest::Conn(c) {
+            dec.extend(&buf);
+        }
+    }
+    while let Ok(Some(f)) = dec.next_frame() {
+        out.push(repocast_core::wire::ServerMsg::parse(&f).expect("the endpoint's own frame"));
+    }
+    out
+}
+
 /// Access tokens: with them required, a connection that opens with
 /// anything but a hello carrying a known token is answered with the reason
 /// and closed; one with a known token is served as before.
 #[test]
 fn without_a_known_token_a_connection_gets_a_reason_and_is_closed() {
     use repocast_core::auth::token_hash;
-    use repocast_core::endpoint::server::ServerEndpoint;
-    use repocast_core::endpoint::{CloseReason, Dest};
+    use repocast_core::endpoint::CloseReason;
     use repocast_core::wire::ServerMsg;
-    use repocast_core::wire::frame::{FrameDecoder, encode_frame};
     let good = "a-token-of-sixteen-or-more";
     let mut ep = one_empty_item_endpoint().with_tokens(vec![token_hash(good)]);
     let now = Instant::ZERO;
-    let frame = |m: ClientMsg| {
-        let (mut body, mut f) = (Vec::new(), Vec::new());
-        m.emit(&mut body);
-        encode_frame(&body, &mut f);
-        f
-    };
-    let hello = |token: Option<&str>| {
-        frame(ClientMsg::Hello {
-            name: "x".into(),
-            token: token.map(str::to_owned),
-        })
-    };
-    // What the endpoint sends connection `c` now, parsed.
-    let replies = |ep: &mut ServerEndpoint, c| {
-        let (mut buf, mut dec, mut out) = (Vec::new(), FrameDecoder::default(), Vec::new());
-        let mut src = repocast_core::server::NoPayload;
-        while let Some(d) = ep.poll_transmit(now, &mut src, &mut buf) {
-            if d == Dest::Conn(c) {
-                dec.extend(&buf);
-            }
-        }
-        while let Ok(Some(f)) = dec.next_frame() {
-            out.push(ServerMsg::parse(&f).expect("the endpoint's own frame"));
-        }
-        out
-    };
     let cases = [
         (frame(ClientMsg::ListCatalogue), "requires an access token"),
         (hello(None), "requires an access token"),
@@ -389,4 +399,50 @@ fn without_a_known_token_a_connection_gets_a_reason_and_is_closed() {
     assert!(got.iter().any(|m| matches!(m, ServerMsg::Catalogue { .. })));
     assert_eq!(ep.poll_close(), None);
     assert_eq!(ep.stats().refused_unauthorized, 3);
+}
+
+/// Live revocation: replacing the accepted tokens closes, with a reason,
+/// every admitted connection whose token was withdrawn; the others go on;
+/// an empty list lets nobody in, no list lets everybody in.
+#[test]
+fn a_withdrawn_token_closes_its_connections_with_a_reason() {
+    use repocast_core::auth::token_hash;
+    use repocast_core::endpoint::CloseReason;
+    use repocast_core::wire::ServerMsg;
+    let (a, b) = ("token-a-sixteen-chars", "token-b-sixteen-chars");
+    let mut ep = one_empty_item_endpoint().with_tokens(vec![token_hash(a), token_hash(b)]);
+    let now = Instant::ZERO;
+    let [ca, cb, later] = [0; 3].map(|_| ep.accept(now).expect("accepted"));
+    for (c, t) in [(ca, a), (cb, b)] {
+        ep.handle_stream(now, c, &hello(Some(t)));
+        assert!(matches!(
+            replies(&mut ep, c).first(),
+            Some(ServerMsg::Welcome { .. })
+        ));
+    }
+    assert_eq!(ep.set_tokens(now, Some(vec![token_hash(b)])), 1);
+    let got = replies(&mut ep, ca);
+    assert!(
+        matches!(&got[..], [ServerMsg::Failed { item: None, reason, .. }] if reason.contains("revoked")),
+        "{got:?}"
+    );
+    assert_eq!(ep.poll_close(), Some((ca, CloseReason::Unauthorized)));
+    assert_eq!(ep.poll_close(), None, "b's connection goes on");
+    assert_eq!(ep.stats().revoked, 1);
+    // A connection that had not shown a token yet meets the new list.
+    ep.handle_stream(now, later, &hello(Some(a)));
+    assert_eq!(ep.poll_close(), Some((later, CloseReason::Unauthorized)));
+    // No list: a connection needs no token.
+    assert_eq!(ep.set_tokens(now, None), 0);
+    let open = ep.accept(now).expect("accepted");
+    ep.handle_stream(now, open, &frame(ClientMsg::ListCatalogue));
+    assert!(
+        replies(&mut ep, open)
+            .iter()
+            .any(|m| matches!(m, ServerMsg::Catalogue { .. }))
+    );
+    // An empty list: everybody admitted goes, tokenless or not.
+    assert_eq!(ep.set_tokens(now, Some(Vec::new())), 2);
+    assert_eq!(ep.connections(), 0);
+    assert_eq!(ep.stats().revoked, 3);
 }

@@ -42,6 +42,16 @@ pub fn new_token() -> Result<String, NetError> {
 /// operator's note); blank lines and `#` comments are skipped. A token
 /// shorter than [`MIN_TOKEN_LEN`], or a file with none, is an error.
 pub fn read_token_hashes(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
+    let hashes = read_token_list(path)?;
+    if hashes.is_empty() {
+        return Err(NetError::Key(format!("{}: no tokens", path.display())));
+    }
+    Ok(hashes)
+}
+
+/// As [`read_token_hashes`], but a file with no tokens is an empty list
+/// (a running server re-reading it then admits nobody).
+pub fn read_token_list(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
     let mut hashes = Vec::new();
     for (n, line) in token_lines(path)? {
         let token = line.split_whitespace().last().unwrap_or_default();
@@ -53,9 +63,6 @@ pub fn read_token_hashes(path: &Path) -> Result<Vec<[u8; 32]>, NetError> {
             )));
         }
         hashes.push(repocast_core::auth::token_hash(token));
-    }
-    if hashes.is_empty() {
-        return Err(NetError::Key(format!("{}: no tokens", path.display())));
     }
     Ok(hashes)
 }

@@ -31,6 +31,8 @@ pub struct Snapshot {
     pub key_epoch: u8,
     /// Connections refused for a missing or unknown access token.
     pub refused_unauthorized: u64,
+    /// Admitted connections closed because their token was withdrawn.
+    pub revoked: u64,
 }
 
 /// Shared handle the server writes and the HTTP task reads.
@@ -121,6 +123,12 @@ pub fn prometheus(s: &Snapshot) -> String {
         "Connections refused for a missing or unknown access token.",
         s.refused_unauthorized,
     );
+    counter(
+        &mut o,
+        "revoked_total",
+        "Connections closed because their access token was withdrawn.",
+        s.revoked,
+    );
     gauge(
         &mut o,
         "key_epoch",
@@ -207,7 +215,7 @@ pub fn json(s: &Snapshot) -> String {
         })
         .collect();
     format!(
-        "{{\"scheme\":\"{}\",\"uptime_s\":{:.1},\"items\":{},\"queue\":{},\"transmissions\":{},\"repair_transmissions\":{},\"data_packets\":{},\"repair_packets\":{},\"naks\":{},\"rescheduled\":{},\"items_done\":{},\"malformed\":{},\"refused_unauthorized\":{},\"key_epoch\":{},\"clients\":[{}]}}\n",
+        "{{\"scheme\":\"{}\",\"uptime_s\":{:.1},\"items\":{},\"queue\":{},\"transmissions\":{},\"repair_transmissions\":{},\"data_packets\":{},\"repair_packets\":{},\"naks\":{},\"rescheduled\":{},\"items_done\":{},\"malformed\":{},\"refused_unauthorized\":{},\"revoked\":{},\"key_epoch\":{},\"clients\":[{}]}}\n",
         s.scheme.replace('"', "'"),
         s.uptime_s,
         s.items,
@@ -221,6 +229,7 @@ pub fn json(s: &Snapshot) -> String {
         t.items_done,
         s.malformed,
         s.refused_unauthorized,
+        s.revoked,
         s.key_epoch,
         clients.join(",")
     )

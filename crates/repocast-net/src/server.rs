@@ -185,6 +185,11 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         tls,
         allow: opts.allow.clone(),
         queued: Arc::new(AtomicUsize::new(0)),
+        tokens: opts.tokens.clone().map(|p| TokenFile {
+            seen: TokenFile::stamp(&p),
+            path: p,
+        }),
+        rekey_now: false,
         rekey_secs: opts.rekey_secs,
         // An interval too long to add to the clock is never.
         next_rekey: (opts.rekey_secs > 0)
@@ -206,6 +211,20 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
 /// Bytes-in messages the pump may hold from all readers before they wait.
 const READ_QUEUE: usize = 1024;
 
+/// `serve --tokens FILE`, watched: its modification time and length when
+/// last read.
+struct TokenFile {
+    path: std::path::PathBuf,
+    seen: Option<(std::time::SystemTime, u64)>,
+}
+
+impl TokenFile {
+    fn stamp(path: &std::path::Path) -> Option<(std::time::SystemTime, u64)> {
+        let m = std::fs::metadata(path).ok()?;
+        Some((m.modified().ok()?, m.len()))
+    }
+}
+
 struct Pump {
     endpoint: ServerEndpoint,
     source: crate::repo::FileSource,
@@ -220,6 +239,11 @@ struct Pump {
     allow: Vec<crate::addr::Cidr>,
     /// Bytes queued for all connections' writers.
     queued: Arc<AtomicUsize>,
+    /// The access token file, re-read when it changes.
+    tokens: Option<TokenFile>,
+    /// A token was withdrawn: rotate the session key as soon as a
+    /// rotation is accepted.
+    rekey_now: bool,
     /// Seconds between session key rotations (0: never).
     rekey_secs: u64,
     /// When the session key is next rotated (None: never).
@@ -235,6 +259,10 @@ impl Pump {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut buf = Vec::with_capacity(2048);
+        // SIGHUP re-reads the token file at once (it is also checked for
+        // changes every tick).
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
             self.drain(&mut buf).await;
             let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
@@ -262,9 +290,16 @@ impl Pump {
                     self.endpoint.handle_timeout(core_now(self.start));
                 }
                 _ = tick.tick() => {
+                    self.reload_tokens(false);
                     self.publish();
                     self.maybe_rekey();
                 }
+                Some(()) = async {
+                    match hangup.as_mut() {
+                        Some(h) => h.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => self.reload_tokens(true),
                 _ = shutdown.changed() => break,
             }
         }
@@ -418,10 +453,48 @@ impl Pump {
         }
     }
 
-    /// Rotates the session key when its interval is up: a fresh key from
-    /// the OS, handed to the endpoint (which tells every client first).
+    /// Re-reads the token file when it changed (or `force`d): connections
+    /// whose token was withdrawn are closed and the session key rotates.
+    /// A file that cannot be read or has a bad line leaves the tokens as
+    /// they were (to admit nobody, leave the file empty).
+    fn reload_tokens(&mut self, force: bool) {
+        let Some(tf) = self.tokens.as_mut() else {
+            return;
+        };
+        let stamp = TokenFile::stamp(&tf.path);
+        if !force && stamp == tf.seen {
+            return;
+        }
+        tf.seen = stamp;
+        match keys::read_token_list(&tf.path) {
+            Ok(list) => {
+                let n = list.len();
+                let closed = self.endpoint.set_tokens(core_now(self.start), Some(list));
+                tracing::info!(
+                    "{}: {n} tokens accepted; {closed} connections closed",
+                    tf.path.display()
+                );
+                self.rekey_now |= closed > 0;
+            }
+            Err(e) => tracing::warn!("tokens kept as they were: {e}"),
+        }
+    }
+
+    /// Rotates the session key when its interval is up, or at once after
+    /// a revocation: a fresh key from the OS, handed to the endpoint
+    /// (which tells every client first).
     fn maybe_rekey(&mut self) {
         let now = std::time::Instant::now();
+        if self.rekey_now {
+            // After a revocation: the key the revoked clients hold goes.
+            if let Ok(k) = keys::session_key() {
+                if self.endpoint.rotate_key(core_now(self.start), k) {
+                    self.rekey_now = false;
+                    tracing::info!("session key rotating after a revocation");
+                }
+            }
+            return;
+        }
         if self.next_rekey.is_none_or(|t| now < t) {
             return;
         }
@@ -452,6 +525,7 @@ impl Pump {
             queue: server.queue_len(),
             malformed: self.endpoint.stats().malformed_frames,
             refused_unauthorized: self.endpoint.stats().refused_unauthorized,
+            revoked: self.endpoint.stats().revoked,
             key_epoch: self.endpoint.key_epoch(),
             uptime_s: self.start.elapsed().as_secs_f64(),
             ..metrics::read(&self.shared)

@@ -279,6 +279,82 @@ async fn a_server_with_tokens_serves_only_clients_presenting_one() {
     srv.stop().await.expect("stop");
 }
 
+/// Live revocation: removing a token from the file while its holder is
+/// mid-transfer ends that transfer with the reason (within a tick of the
+/// edit), refuses the token from then on, keeps the others, and rotates
+/// the session key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_removed_from_the_file_ends_its_transfer_and_rotates_the_key() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("big", 40_000_000)], 11);
+    let work = tempfile::tempdir().expect("tmp");
+    let (alice, bob) = (
+        repocast_net::keys::new_token().expect("token"),
+        repocast_net::keys::new_token().expect("token"),
+    );
+    let tokens = work.path().join("tokens");
+    std::fs::write(
+        &tokens,
+        format!(
+            "alice {alice}
+bob {bob}
+"
+        ),
+    )
+    .expect("write");
+    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
+    o.tokens = Some(tokens.clone());
+    o.rate_bps = 20_000_000;
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let mut g = get_opts(&srv, out.path(), &["big"], 0.0, 1);
+    g.token = Some(alice.clone());
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let get = tokio::spawn(client::get(g, Some(tx)));
+    // Mid-transfer: the first verified bytes.
+    while let Some(ev) = rx.recv().await {
+        if matches!(ev, client::Progress::Bytes { .. }) {
+            break;
+        }
+    }
+    std::fs::write(
+        &tokens,
+        format!(
+            "bob {bob}
+"
+        ),
+    )
+    .expect("rewrite");
+    let rep = tokio::time::timeout(Duration::from_secs(30), get)
+        .await
+        .expect("the revoked get ends well before its 16 s transfer would")
+        .expect("task")
+        .expect("get ends with a report");
+    let reason = rep.items[0].result.clone().expect_err("revoked");
+    assert!(reason.contains("revoked"), "{reason}");
+    assert!(!out.path().join("big").exists());
+    let trust = Trust::Key(srv.key);
+    let err = client::list(srv.request_addr, &trust, Some(alice))
+        .await
+        .expect_err("alice's token is gone");
+    assert!(
+        err.to_string().contains("does not know this token"),
+        "{err}"
+    );
+    let cat = client::list(srv.request_addr, &trust, Some(bob))
+        .await
+        .expect("bob's still works");
+    assert_eq!(cat.len(), 1);
+    // The key the revoked client held is replaced (within a tick).
+    let t = std::time::Instant::now();
+    while srv.snapshot().key_epoch == 0 && t.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let snap = srv.snapshot();
+    assert_eq!((snap.key_epoch, snap.revoked), (1, 1));
+    srv.stop().await.expect("stop");
+}
+
 #[test]
 fn token_files_refuse_short_tokens_and_empty_files() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -288,6 +364,13 @@ fn token_files_refuse_short_tokens_and_empty_files() {
     assert!(e.to_string().contains("line 1"), "{e}");
     std::fs::write(&f, "# nobody yet\n\n").expect("write");
     assert!(repocast_net::keys::read_token_hashes(&f).is_err());
+    // A running server re-reading it: nobody.
+    assert_eq!(
+        repocast_net::keys::read_token_list(&f)
+            .expect("empty")
+            .len(),
+        0
+    );
     std::fs::write(&f, "0123456789abcdef\n  carol fedcba9876543210  \n").expect("write");
     assert_eq!(
         repocast_net::keys::read_token_hashes(&f)

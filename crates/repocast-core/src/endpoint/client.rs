@@ -375,10 +375,14 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
             }
             // Refused before any welcome (an access token missing or
-            // unknown): the whole run ends with the server's reason.
+            // unknown), or the connection refused later (its token
+            // withdrawn; no item or name): the whole run ends with the
+            // server's reason.
             ServerMsg::Failed {
-                item: None, reason, ..
-            } if self.client.session().is_none() => {
+                item: None,
+                name,
+                reason,
+            } if self.client.session().is_none() || name.is_empty() => {
                 self.end(format!("the server refused: {reason}"))
             }
             m => self.client.handle_server_msg(now, m),

@@ -87,4 +87,6 @@ pub struct EndpointStats {
     pub closed_repeating: u64,
     /// Connections refused for a missing or unknown access token.
     pub refused_unauthorized: u64,
+    /// Admitted connections closed because their token was withdrawn.
+    pub revoked: u64,
 }

@@ -39,6 +39,8 @@ struct Conn {
     /// It may talk to the server: no tokens are required, or its hello
     /// carried one.
     admitted: bool,
+    /// The hash of the token it was admitted with.
+    token: Option<[u8; 32]>,
 }
 
 /// Appends `m` to `buf` as one length-prefixed frame.
@@ -72,9 +74,9 @@ pub struct ServerEndpoint {
     session_key: Option<SessionKey>,
     /// Signs announcements.
     identity: Option<Identity>,
-    /// Hashes of the access tokens a client must present (empty: none
-    /// required).
-    tokens: Vec<[u8; 32]>,
+    /// Hashes of the access tokens a client must present (`None`: none
+    /// required; empty: nobody gets in).
+    tokens: Option<Vec<[u8; 32]>>,
     /// Messages the endpoint itself sends (a refusal's reason), before
     /// the state machine's.
     own_msgs: VecDeque<(ClientId, ServerMsg)>,
@@ -103,7 +105,7 @@ impl ServerEndpoint {
         Ok(ServerEndpoint {
             session_key,
             identity: None,
-            tokens: Vec::new(),
+            tokens: None,
             own_msgs: VecDeque::new(),
             encrypt,
             sealed: 0,
@@ -130,8 +132,41 @@ impl ServerEndpoint {
     /// whose [`auth::token_hash`] is one of `hashes` (none: no token is
     /// required). Tokens travel only inside TLS.
     pub fn with_tokens(mut self, hashes: Vec<[u8; 32]>) -> Self {
-        self.tokens = hashes;
+        self.tokens = (!hashes.is_empty()).then_some(hashes);
         self
+    }
+
+    /// Replaces the accepted tokens while running (the operator edited
+    /// the token file): `Some` list (empty: nobody gets in) or `None` (no
+    /// token needed). Every admitted connection whose token is no longer
+    /// accepted, or that presented none now that tokens are required, is
+    /// told why and closed. Returns how many were closed: the driver
+    /// should then rotate the session key ([`Self::rotate_key`], retrying
+    /// while a rotation is pending) so they lose the multicast too.
+    pub fn set_tokens(&mut self, now: Instant, hashes: Option<Vec<[u8; 32]>>) -> usize {
+        self.tokens = hashes;
+        let tokens = &self.tokens;
+        let revoked: Vec<ClientId> = (self.conns.iter_mut())
+            .filter_map(|(id, c)| {
+                let Some(tokens) = tokens else {
+                    c.admitted = true;
+                    return None;
+                };
+                let kept = c.token.is_some_and(|t| tokens.contains(&t));
+                (c.admitted && !kept).then_some(*id)
+            })
+            .collect();
+        for &conn in &revoked {
+            self.stats.revoked += 1;
+            let m = ServerMsg::Failed {
+                item: None,
+                name: String::new(),
+                reason: "access revoked: the server no longer accepts this token".into(),
+            };
+            self.own_msgs.push_back((conn, m));
+            self.close(now, conn, CloseReason::Unauthorized);
+        }
+        revoked.len()
     }
 
     /// Rotates the session key to `key` (the driver draws it): every
@@ -180,7 +215,7 @@ impl ServerEndpoint {
         }
         let id = self.server.handle_connect(now);
         let conn = Conn {
-            admitted: self.tokens.is_empty(),
+            admitted: self.tokens.is_none(),
             ..Conn::default()
         };
         self.conns.insert(id, conn);
@@ -208,9 +243,11 @@ impl ServerEndpoint {
                 Ok(Some(f)) => match ClientMsg::parse(&f) {
                     Ok(m) if !c.admitted => match &m {
                         ClientMsg::Hello { token: Some(t), .. }
-                            if self.tokens.contains(&auth::token_hash(t)) =>
+                            if (self.tokens.as_ref())
+                                .is_some_and(|l| l.contains(&auth::token_hash(t))) =>
                         {
                             c.admitted = true;
+                            c.token = Some(auth::token_hash(t));
                             c.one_offs += 1;
                             msgs.push(m)
                         }
