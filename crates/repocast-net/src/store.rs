@@ -78,11 +78,24 @@ struct Partial {
     /// When the journal was last committed (None: never).
     last_commit: Option<std::time::Instant>,
     pending_bytes: u64,
-    /// Symbols of partial blocks kept on disk: file, and per block the
-    /// (offset, length) of each record.
+    /// The item's blocks (where a spilled block's symbols go).
+    layout: Option<Layout>,
+    /// Symbols of partial blocks kept on disk, per block.
+    spilled: HashMap<u32, Spilled>,
+    /// Symbols that did not fit in their block's place: file, and its
+    /// length.
     spill: Option<(PathBuf, File)>,
-    spilled: HashMap<u32, Vec<(u64, u32)>>,
     spill_len: u64,
+}
+
+/// A partly received block's symbols on disk: the first ones in its own
+/// place in the partial file (a "crowd" near where the block will be
+/// written, SPEC 3.6; ids in memory), any more in the side file as
+/// records of id u32, length u32, bytes.
+#[derive(Default)]
+struct Spilled {
+    ids: Vec<u32>,
+    side: Vec<(u64, u32)>,
 }
 
 impl Partial {
@@ -301,8 +314,9 @@ impl BlockStore for Store {
             pending: Vec::new(),
             last_commit: None,
             pending_bytes: 0,
-            spill: None,
+            layout: None,
             spilled: HashMap::new(),
+            spill: None,
             spill_len: 0,
         };
         if let Ok(meta) = fs::symlink_metadata(&p.final_path) {
@@ -362,6 +376,7 @@ impl BlockStore for Store {
         }
         p.file = Some(file);
         p.journal = Some(journal);
+        p.layout = Some(layout);
         self.items.insert(m.item, p);
         Ok(Resume::Blocks(have))
     }
@@ -392,8 +407,10 @@ impl BlockStore for Store {
         Ok(())
     }
 
-    /// Keeps the symbols of a partially received block on disk (records of
-    /// id u32, length u32, bytes, appended to the item's spill file).
+    /// Keeps the symbols of a partially received block on disk: in the
+    /// block's own place in the partial file while they fit (whole symbols
+    /// within the block's length; the block is written there once it
+    /// decodes), the rest in the side file.
     fn spill(
         &mut self,
         item: ItemId,
@@ -404,6 +421,30 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("spill"))?;
+        let rec = p.spilled.entry(block).or_default();
+        let (Some(f), Some(l)) = (p.file.as_ref(), p.layout) else {
+            return Ok(());
+        };
+        let t = l.symbol_size() as usize;
+        let room = l.block_len(block) as usize / t.max(1);
+        let at = l.block_offset(block) + (rec.ids.len() * t) as u64;
+        let mut here = Vec::new();
+        let mut side = Vec::new();
+        for (esi, bytes) in symbols {
+            if rec.ids.len() < room && bytes.len() == t {
+                rec.ids.push(*esi);
+                here.extend_from_slice(bytes);
+            } else {
+                side.extend_from_slice(&esi.to_le_bytes());
+                side.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
+                side.extend_from_slice(bytes);
+            }
+        }
+        f.write_all_at(&here, at)
+            .map_err(|e| StoreError::io(&p.tmp, e))?;
+        if side.is_empty() {
+            return Ok(());
+        }
         if p.spill.is_none() {
             let path = p.tmp.with_extension("spill");
             let f = OpenOptions::new()
@@ -419,19 +460,10 @@ impl BlockStore for Store {
         let Some((path, f)) = p.spill.as_mut() else {
             return Ok(());
         };
-        let mut buf = Vec::new();
-        for (esi, bytes) in symbols {
-            buf.extend_from_slice(&esi.to_le_bytes());
-            buf.extend_from_slice(&(bytes.len() as u32).to_le_bytes());
-            buf.extend_from_slice(bytes);
-        }
-        f.write_all_at(&buf, p.spill_len)
+        f.write_all_at(&side, p.spill_len)
             .map_err(|e| StoreError::io(&*path, e))?;
-        p.spilled
-            .entry(block)
-            .or_default()
-            .push((p.spill_len, buf.len() as u32));
-        p.spill_len += buf.len() as u64;
+        rec.side.push((p.spill_len, side.len() as u32));
+        p.spill_len += side.len() as u64;
         Ok(())
     }
 
@@ -473,28 +505,42 @@ impl BlockStore for Store {
         let Some(p) = self.items.get_mut(&item) else {
             return Ok(Vec::new());
         };
-        let (Some(records), Some((path, f))) = (p.spilled.remove(&block), p.spill.as_ref()) else {
+        let Some(rec) = p.spilled.remove(&block) else {
             return Ok(Vec::new());
         };
-        let mut out = Vec::new();
-        for (off, len) in records {
-            let mut buf = vec![0u8; len as usize];
-            f.read_exact_at(&mut buf, off)
-                .map_err(|e| StoreError::io(path, e))?;
-            let mut i = 0;
-            while i + 8 <= buf.len() {
-                let esi = u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
-                let n =
-                    u32::from_le_bytes([buf[i + 4], buf[i + 5], buf[i + 6], buf[i + 7]]) as usize;
-                let Some(bytes) = buf.get(i + 8..i + 8 + n) else {
-                    break;
-                };
-                out.push((esi, bytes.to_vec()));
-                i += 8 + n;
+        let mut out = Vec::with_capacity(rec.ids.len());
+        if let (Some(f), Some(l), false) = (p.file.as_ref(), p.layout, rec.ids.is_empty()) {
+            let t = l.symbol_size() as usize;
+            let mut buf = vec![0u8; rec.ids.len() * t];
+            f.read_exact_at(&mut buf, l.block_offset(block))
+                .map_err(|e| StoreError::io(&p.tmp, e))?;
+            out.extend(
+                rec.ids
+                    .iter()
+                    .zip(buf.chunks_exact(t))
+                    .map(|(&e, b)| (e, b.to_vec())),
+            );
+        }
+        if let Some((path, f)) = p.spill.as_ref() {
+            for (off, len) in rec.side {
+                let mut buf = vec![0u8; len as usize];
+                f.read_exact_at(&mut buf, off)
+                    .map_err(|e| StoreError::io(path, e))?;
+                let mut i = 0;
+                while i + 8 <= buf.len() {
+                    let esi = u32::from_le_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+                    let n = u32::from_le_bytes([buf[i + 4], buf[i + 5], buf[i + 6], buf[i + 7]])
+                        as usize;
+                    let Some(bytes) = buf.get(i + 8..i + 8 + n) else {
+                        break;
+                    };
+                    out.push((esi, bytes.to_vec()));
+                    i += 8 + n;
+                }
             }
         }
-        if p.spilled.is_empty() {
-            // Nothing on disk is needed any more: start the file over.
+        if p.spilled.values().all(|r| r.side.is_empty()) {
+            // Nothing in the side file is needed any more: start it over.
             p.spill_len = 0;
         }
         Ok(out)
@@ -597,5 +643,58 @@ mod tests {
             assert!(safe_path(root, bad).is_err(), "{bad:?}");
         }
         assert!(safe_path(root, &"a/".repeat(100)).is_err());
+    }
+
+    /// Spilled symbols go in their block's own place while whole symbols
+    /// fit there, the rest to the side file; all come back, in order,
+    /// once; the block's place is then free for the next spill.
+    #[test]
+    fn spilled_symbols_go_in_their_blocks_place_and_overflow_aside() {
+        use repocast_core::fec::CodeKind;
+        use repocast_core::wire::FecParams;
+        let dir = tempfile::tempdir().expect("tmp");
+        let mut st = Store::new(dir.path(), 1 << 20).expect("store");
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 16,
+            max_block_symbols: 4,
+        };
+        // Blocks of 4 symbols (64 bytes); the last, 40 bytes, has room
+        // for 2 whole symbols.
+        let m = ManifestEntry {
+            item: ItemId(0),
+            name: "f".into(),
+            size: 104,
+            hash: [0; 32],
+            fec,
+            block_hashes: vec![[0; 32]; 2],
+        };
+        assert!(matches!(st.open(&m), Ok(Resume::Blocks(_))));
+        let sym = |i: u32| (i, vec![i as u8; 16]);
+        let side = |st: &Store| st.items[&ItemId(0)].spill.is_some();
+        st.spill(ItemId(0), 0, &[sym(1), sym(2)]).expect("spill");
+        st.spill(ItemId(0), 0, &[sym(9)]).expect("spill");
+        assert!(!side(&st), "three symbols fit block 0's place");
+        st.spill(ItemId(0), 1, &[sym(3), sym(4), sym(5)])
+            .expect("spill");
+        assert!(side(&st), "the third of block 1 does not fit");
+        assert!(st.is_spilled(ItemId(0), 0) && st.is_spilled(ItemId(0), 1));
+        assert_eq!(
+            st.unspill(ItemId(0), 0).expect("back"),
+            vec![sym(1), sym(2), sym(9)]
+        );
+        assert_eq!(
+            st.unspill(ItemId(0), 1).expect("back"),
+            vec![sym(3), sym(4), sym(5)]
+        );
+        assert!(!st.is_spilled(ItemId(0), 0));
+        assert_eq!(st.unspill(ItemId(0), 0).expect("nothing"), Vec::new());
+        assert_eq!(
+            st.items[&ItemId(0)].spill_len,
+            0,
+            "the side file starts over"
+        );
+        st.spill(ItemId(0), 0, &[sym(7)]).expect("again");
+        assert_eq!(st.unspill(ItemId(0), 0).expect("back"), vec![sym(7)]);
     }
 }
