@@ -5,7 +5,10 @@
 //! high rates), so a client killed at any point resumes with every block
 //! verified more than that long before. When every block
 //! is in, the whole file is hashed, fsynced and renamed into place: no
-//! unverified byte ever sits at a final path.
+//! unverified byte ever sits at a final path. Symbols of partly received
+//! blocks the endpoint moves out of memory go in their block's own place
+//! in that temporary file (the crowd pool), a side file taking only what
+//! does not fit.
 //!
 //! What the server sends is untrusted: names are checked so no path leaves
 //! the output folder (nor passes through a symlink in it); an existing file
