@@ -13,14 +13,14 @@ verified (and compared byte for byte with the original afterwards). The
 same plan is then predicted by the simulator twice: on the virtual LAN (the
 endpoints `push` and `listen` run, catalogue included) and by the
 accounting engine as sweep 9 models push (clients start with the
-manifests, no catalogue on the channel).
+manifests; the catalogue only as its share of the rate).
 
 Writes OUT/summary.md (the table) and OUT/<scheduler>.csv (per visit). With
 --runs N each scheduler runs N times (alternating) and the table gives the
 median of each figure.
 
     python3 bench/push-weblog.py [--from 0] [--to 3600] [--scale 20] [--rate 1000000]
-        [--loss 0.05] [--symbol 512] [--seed 1] [--runs 1] [--out results/push-weblog]
+        [--loss 0.05] [--symbol 512] [--seed 1] [--runs 1] [--out results/push-weblog] [--reuse]
 
 Needs no root; a release build (`cargo build --release -p repocast-cli -p
 repocast-sim --examples`).
@@ -109,6 +109,9 @@ def main():
     ap.add_argument("--tail", type=float, default=120)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "push-weblog"))
+    ap.add_argument("--reuse", action="store_true",
+                    help="take the real runs from OUT/<scheduler>.csv (same arguments) and "
+                         "only predict again (after a change to the simulator)")
     a = ap.parse_args()
     kv = [f"from={a.start}", f"to={a.to}", f"scale={a.scale}", f"seed={a.seed}",
           f"rate={a.rate}", f"loss={a.loss}", f"symbol={a.symbol}", f"tail={a.tail}",
@@ -133,7 +136,18 @@ def main():
             predicted[(f[1], f[2])] = dict(done=int(f[4]), mean=float(f[5]), median=float(f[6]),
                                            p95=float(f[7]), max=float(f[8]))
     runs = {"flat": [], "mad": []}
-    for r in range(a.runs):
+    if a.reuse:
+        for sched in runs:
+            rows = [l.split(",", 5) for l in
+                    open(os.path.join(a.out, f"{sched}.csv")).read().splitlines()[1:]]
+            for r in sorted({int(x[0]) for x in rows}):
+                res = [(float(x[4]) if x[4] else None, x[5]) for x in rows if int(x[0]) == r]
+                ok = [d for d, _ in res if d is not None]
+                st = stats(ok)
+                st["failed"] = len(res) - len(ok)
+                runs[sched].append((st, res))
+        a.runs = len(runs["flat"])
+    for r in range(0 if a.reuse else a.runs):
         for sched in runs:
             res = real_run(sched, plan_dir, visits, files, a, r, tmp)
             ok = [d for d, _ in res if d is not None]
@@ -146,14 +160,14 @@ def main():
                 if why:
                     print(f"  failed: {why}", flush=True)
     os.makedirs(a.out, exist_ok=True)
-    cmd = "python3 bench/push-weblog.py " + " ".join(sys.argv[1:])
+    cmd = "python3 bench/push-weblog.py " + " ".join(x for x in sys.argv[1:] if x != "--reuse")
     lines = [f"`{cmd}`", "",
              f"{len(visits)} visits over {len(files)} documents "
              f"({sum(len(b) for b in files.values())} bytes), trace seconds {a.start:g}-{a.to:g} "
              f"compressed {a.scale:g}x, {a.rate / 1e6:g} Mbit/s, {a.symbol}-byte symbols, "
              f"{a.loss:g} loss per listener; real figures are medians of {a.runs} run(s).", "",
              "| scheduler | real: ok / mean / median / p95 / max (s) | virtual LAN: mean / p95 | "
-             "engine (sweep 9 model): mean / p95 | real / LAN | real / engine |",
+             "engine (sweep 9's model): mean / p95 | real / LAN | real / engine |",
              "|---|---|---|---|---|---|"]
     for sched, rs in runs.items():
         med = {k: statistics.median(s[k] for s, _ in rs) for k in ("mean", "median", "p95", "max", "failed")}

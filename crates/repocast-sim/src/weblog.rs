@@ -9,7 +9,8 @@
 //! `repocast listen`; [`predict_lan`] runs the same plan on the virtual
 //! LAN ([`crate::push_lan`]: the endpoints those commands run, catalogue
 //! included) and [`predict_engine`] through the accounting engine with
-//! sweep 9's model (no catalogue, clients start with the manifests), so a
+//! sweep 9's model (clients start with the manifests; the catalogue only
+//! as its share of the rate), so a
 //! real run's access latency can be set next to what the simulator
 //! predicts for the same inputs. The `push_weblog` example is the
 //! command line.
@@ -186,18 +187,21 @@ pub fn predict_lan(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
 }
 
 /// The plan through the accounting engine, as sweep 9 models push mode:
-/// the pusher's settings (scheduler, code, data packet interval), clients
-/// that start with the manifests and need any k symbols of a block; no
-/// catalogue on the channel.
+/// the pusher's settings (scheduler, code, and its data packet interval,
+/// which leaves the catalogue its share of the rate), clients that start
+/// with the manifests and need any k symbols of a block. The wait for the
+/// catalogue is what it leaves out.
 pub fn predict_engine(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
     use crate::engine::{ClientSpec, Harness};
     let sizes: Vec<u64> = plan.files.iter().map(|f| f.1.len() as u64).collect();
-    let mut h = Harness::accounting(
-        setup.push.server.clone(),
-        &sizes,
-        LossSpec::Bernoulli { p: 0.0 },
-    )
-    .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
+    // The interval the pusher runs with once its catalogue is built.
+    let identity = Identity::from_seed([9; 32]);
+    let pusher = PushLan::new(setup.push.clone(), identity, 1, &plan.files)
+        .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
+    let mut cfg = setup.push.server.clone();
+    cfg.packet_interval = pusher.pusher().server().config().packet_interval;
+    let mut h = Harness::accounting(cfg, &sizes, LossSpec::Bernoulli { p: 0.0 })
+        .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
     let index = |n: &str| plan.files.iter().position(|f| f.0 == n);
     for v in &plan.visits {
         h.add_client(ClientSpec {

@@ -273,6 +273,12 @@ impl Server {
         self.stats
     }
 
+    /// The settings it runs with (a push endpoint's data packet interval
+    /// leaves room for the catalogue).
+    pub fn config(&self) -> &ServerConfig {
+        &self.cfg
+    }
+
     /// What the server knows of `client`.
     pub fn client_summary(&self, client: ClientId) -> Option<ClientSummary> {
         let c = self.clients.get(&client)?;
