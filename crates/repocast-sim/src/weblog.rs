@@ -50,6 +50,10 @@ pub struct Plan {
     pub visits: Vec<Visit>,
 }
 
+/// Largest document a plan makes a file of (a log's byte count is
+/// untrusted; larger documents are left out).
+pub const MAX_DOCUMENT_BYTES: u64 = 256 << 20;
+
 /// A document's file name: its path without the leading slash, refused
 /// when it would not be a plain relative path.
 fn file_name(path: &str) -> Option<String> {
@@ -65,11 +69,14 @@ fn file_name(path: &str) -> Option<String> {
 impl Plan {
     /// The objects of `trace` arriving in `[from_s, to_s)`, their times
     /// shifted to start at 0 and divided by `scale`; every document of the
-    /// trace is a file (at least one byte) of seeded bytes.
+    /// trace is a file (at least one byte, at most [`MAX_DOCUMENT_BYTES`])
+    /// of seeded bytes. Paths that differ only after `?` or `#` are one
+    /// file; a path that is not a plain relative one is left out.
     pub fn from_trace(trace: &Trace, from_s: f64, to_s: f64, scale: f64, seed: u64) -> Plan {
         let scale = if scale > 0.0 { scale } else { 1.0 };
         let mut rng = Rng::new(seed);
         let mut docs: Vec<(usize, String, u64)> = (trace.documents.iter().enumerate())
+            .filter(|(_, (_, b))| *b <= MAX_DOCUMENT_BYTES)
             .filter_map(|(i, (p, b))| file_name(p).map(|n| (i, n, (*b).max(1))))
             .collect();
         docs.sort_by(|a, b| a.1.cmp(&b.1));
@@ -228,6 +235,7 @@ a - - [10/Oct/2000:13:55:36 +0000] \"GET /img/logo.gif HTTP/1.0\" 200 900
 b - - [10/Oct/2000:13:55:46 +0000] \"GET /index.html HTTP/1.0\" 200 2326
 c - - [10/Oct/2000:13:56:36 +0000] \"GET /../etc/passwd HTTP/1.0\" 200 20
 d - - [10/Oct/2000:13:57:36 +0000] \"GET /late.html HTTP/1.0\" 200 10
+e - - [10/Oct/2000:13:58:36 +0000] \"GET /huge.iso HTTP/1.0\" 200 99999999999999
 ";
 
     #[test]
