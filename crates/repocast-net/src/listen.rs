@@ -116,8 +116,8 @@ impl ListenReport {
 /// Default memory for partly received blocks: above the pusher's span
 /// (64 MiB in [`Profile::Push`]), so the blocks of a span all stay in
 /// memory while it is on air, and as low as that allows: a listener's
-/// whole process peaked at 83-133 MiB receiving 1 and 2 GiB at 1 Gbit/s
-/// (`tests/push-memory.sh`; with 80 MiB, at up to 136).
+/// whole process peaks at 88-93 MiB receiving 1 and 2 GiB at 1 Gbit/s
+/// (`tests/push-memory.sh`).
 pub const MEMORY_BUDGET: u64 = 72 << 20;
 
 /// Most datagrams read from one group per wake-up.

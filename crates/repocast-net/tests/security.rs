@@ -293,15 +293,7 @@ async fn a_token_removed_from_the_file_ends_its_transfer_and_rotates_the_key() {
         repocast_net::keys::new_token().expect("token"),
     );
     let tokens = work.path().join("tokens");
-    std::fs::write(
-        &tokens,
-        format!(
-            "alice {alice}
-bob {bob}
-"
-        ),
-    )
-    .expect("write");
+    std::fs::write(&tokens, format!("alice {alice}\nbob {bob}\n")).expect("write");
     let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
     o.tokens = Some(tokens.clone());
     o.rate_bps = 20_000_000;
@@ -312,19 +304,8 @@ bob {bob}
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let get = tokio::spawn(client::get(g, Some(tx)));
     // Mid-transfer: the first verified bytes.
-    while let Some(ev) = rx.recv().await {
-        if matches!(ev, client::Progress::Bytes { .. }) {
-            break;
-        }
-    }
-    std::fs::write(
-        &tokens,
-        format!(
-            "bob {bob}
-"
-        ),
-    )
-    .expect("rewrite");
+    wait_for_bytes(&mut rx).await;
+    std::fs::write(&tokens, format!("bob {bob}\n")).expect("rewrite");
     let rep = tokio::time::timeout(Duration::from_secs(30), get)
         .await
         .expect("the revoked get ends well before its 16 s transfer would")

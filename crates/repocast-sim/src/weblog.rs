@@ -279,14 +279,14 @@ e - - [10/Oct/2000:13:58:36 +0000] \"GET /huge.iso HTTP/1.0\" 200 99999999999999
             },
         ] {
             let setup = Setup {
-                push: PushConfig::shipped(&fec, sched, 1, 1_000_000, false, None).unwrap(),
+                push: PushConfig::shipped(&fec, sched, 1, 1_000_000, false, None).expect("pusher"),
                 loss: 0.1,
                 seed: 3,
                 tail: Duration::from_secs(30),
             };
             for d in [
-                predict_lan(&plan, &setup).unwrap(),
-                predict_engine(&plan, &setup).unwrap(),
+                predict_lan(&plan, &setup).expect("lan"),
+                predict_engine(&plan, &setup).expect("engine"),
             ] {
                 assert_eq!(d.len(), 3);
                 // 3 KiB at 1 Mbit/s with 10% loss: well under a second

@@ -22,8 +22,13 @@ pub(super) fn defer(it: &mut ItemRx, p: &DataRepr) -> Option<Deferred> {
     let (layout, m) = (it.layout?, it.manifest.as_ref()?);
     let k = layout.block_symbols(b);
     let held = it.evicted.get_mut(&b)?;
-    let fits = p.symbol < m.fec.code.symbol_space(k).max(1).saturating_add(1)
-        && p.payload.len() == layout.symbol_size() as usize;
+    let space = m.fec.code.symbol_space(k).saturating_add(1);
+    let fits = crate::fec::admissible(
+        p.symbol,
+        space,
+        Some(&p.payload),
+        layout.symbol_size() as usize,
+    );
     if held.saturating_add(1) >= k || !fits {
         return None;
     }

@@ -158,15 +158,25 @@ impl ServerEndpoint {
             .collect();
         for &conn in &revoked {
             self.stats.revoked += 1;
-            let m = ServerMsg::Failed {
-                item: None,
-                name: String::new(),
-                reason: "access revoked: the server no longer accepts this token".into(),
-            };
-            self.own_msgs.push_back((conn, m));
-            self.close(now, conn, CloseReason::Unauthorized);
+            self.refuse(
+                now,
+                conn,
+                "access revoked: the server no longer accepts this token",
+            );
         }
         revoked.len()
+    }
+
+    /// Tells `conn` why it may not talk to the server (a connection-level
+    /// `Failed`: no item, no name), then closes it.
+    fn refuse(&mut self, now: Instant, conn: ClientId, reason: &str) {
+        let m = ServerMsg::Failed {
+            item: None,
+            name: String::new(),
+            reason: reason.into(),
+        };
+        self.own_msgs.push_back((conn, m));
+        self.close(now, conn, CloseReason::Unauthorized);
     }
 
     /// Rotates the session key to `key` (the driver draws it): every
@@ -242,16 +252,16 @@ impl ServerEndpoint {
             match c.frames.next_frame() {
                 Ok(Some(f)) => match ClientMsg::parse(&f) {
                     Ok(m) if !c.admitted => match &m {
-                        ClientMsg::Hello { token: Some(t), .. }
-                            if (self.tokens.as_ref())
-                                .is_some_and(|l| l.contains(&auth::token_hash(t))) =>
-                        {
+                        ClientMsg::Hello { token: Some(t), .. } => {
+                            let h = auth::token_hash(t);
+                            if !(self.tokens.as_ref()).is_some_and(|l| l.contains(&h)) {
+                                break Some(Err(Refused::Token));
+                            }
                             c.admitted = true;
-                            c.token = Some(auth::token_hash(t));
+                            c.token = Some(h);
                             c.one_offs += 1;
                             msgs.push(m)
                         }
-                        ClientMsg::Hello { token: Some(_), .. } => break Some(Err(Refused::Token)),
                         _ => break Some(Err(Refused::NoToken)),
                     },
                     Ok(m) => {
@@ -295,13 +305,7 @@ impl ServerEndpoint {
                     Refused::Token => "access refused: the server does not know this token",
                     _ => "access refused: this server requires an access token (--token-file)",
                 };
-                let m = ServerMsg::Failed {
-                    item: None,
-                    name: String::new(),
-                    reason: reason.into(),
-                };
-                self.own_msgs.push_back((conn, m));
-                self.close(now, conn, CloseReason::Unauthorized);
+                self.refuse(now, conn, reason);
             }
             None => {}
         }

@@ -1,7 +1,8 @@
 //! Where a client endpoint puts what it receives: the [`BlockStore`] trait,
 //! implemented on disk by `repocast get` and `repocast listen` (temporary
-//! files, a resume journal, partial blocks' symbols in place, atomic rename) and in memory here ([`MemoryStore`]) for
-//! tests and the simulator's payload runs. The endpoint decides what to
+//! files, a resume journal, partial blocks' symbols in place, atomic
+//! rename) and in memory here ([`MemoryStore`]) for tests and the
+//! simulator's payload runs. The endpoint decides what to
 //! write and when; the store only keeps bytes and answers what it holds.
 
 use crate::ItemId;
