@@ -24,6 +24,9 @@ pub struct BenchArgs {
     /// Encrypt the data, as `serve --encrypt`.
     #[arg(long)]
     pub encrypt: bool,
+    /// Sign symbol batches, as `serve --sign-symbols`.
+    #[arg(long)]
+    pub sign_symbols: bool,
 }
 
 pub async fn run(a: BenchArgs) -> ExitCode {
@@ -64,6 +67,7 @@ pub async fn run(a: BenchArgs) -> ExitCode {
     so.metrics = None;
     so.scheme = scheme;
     so.encrypt = a.encrypt;
+    so.sign_symbols = a.sign_symbols;
     let srv = match server::start(so).await {
         Ok(s) => s,
         Err(e) => return fail(e.to_string()),
@@ -88,7 +92,12 @@ pub async fn run(a: BenchArgs) -> ExitCode {
         a.size_mib,
         rate as f64 / 1e6,
         a.scheme,
-        if a.encrypt { ", encrypted" } else { "" },
+        match (a.encrypt, a.sign_symbols) {
+            (true, true) => ", encrypted, symbols signed",
+            (true, false) => ", encrypted",
+            (false, true) => ", symbols signed",
+            (false, false) => "",
+        },
         rep.datagrams,
         rep.stats.naks,
         stats.map_or(0, |s| s.data_packets),

@@ -16,12 +16,14 @@
 //! ttl = 1
 //! symbol_size = 1280
 //! block_symbols = 1000
+//! encrypt = false
+//! sign_symbols = false
 //! ```
 
 //! `repocast push --config FILE` reads the same way into `PushOptions`
 //! (keys: dir, rate, interface, data_group, announce_group, ttl,
 //! scheduler = "mad" | "flat", popularity, redundancy, code, symbol_size,
-//! block_symbols, key, metrics, seed, watch).
+//! block_symbols, key, metrics, seed, watch, sign_symbols).
 
 /// Reads the settings file at `path`.
 pub fn load<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {

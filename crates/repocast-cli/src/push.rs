@@ -48,6 +48,10 @@ pub struct PushArgs {
     /// Stop once every file has been sent this many times its size [run until stopped].
     #[arg(long)]
     pub redundancy: Option<f64>,
+    /// Vouch for every data packet in batches signed with the key, so
+    /// listeners take no forged symbol (about 2.6% of the rate) [off].
+    #[arg(long)]
+    pub sign_symbols: bool,
     /// Erasure code: raptorq or rs [raptorq].
     #[arg(long)]
     pub code: Option<String>,
@@ -120,6 +124,7 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
         o.popularity = a.popularity.clone();
     }
     o.redundancy = a.redundancy.or(o.redundancy);
+    o.sign_symbols |= a.sign_symbols;
     if let Some(c) = &a.code {
         o.code = CodeKind::try_from(c.clone())?;
     }

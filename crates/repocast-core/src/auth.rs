@@ -361,11 +361,21 @@ const CATALOGUE_CONTEXT: &[u8] = b"repocast push catalogue piece\0";
 
 /// Appends `identity`'s signature of a catalogue piece's bytes.
 pub fn sign_catalogue(identity: &Identity, buf: &mut Vec<u8>) {
-    let mut msg = Vec::with_capacity(CATALOGUE_CONTEXT.len() + buf.len());
-    msg.extend_from_slice(CATALOGUE_CONTEXT);
-    msg.extend_from_slice(buf);
-    let sig = identity.sign(&msg);
+    sign_in_context(identity, CATALOGUE_CONTEXT, buf);
+}
+
+/// Appends `identity`'s signature of `context` followed by `buf`.
+fn sign_in_context(identity: &Identity, context: &[u8], buf: &mut Vec<u8>) {
+    let sig = identity.sign(&in_context(context, buf));
     buf.extend_from_slice(&sig);
+}
+
+/// `context` followed by `body`: what a signature covers.
+fn in_context(context: &[u8], body: &[u8]) -> Vec<u8> {
+    let mut msg = Vec::with_capacity(context.len() + body.len());
+    msg.extend_from_slice(context);
+    msg.extend_from_slice(body);
+    msg
 }
 
 /// Checks a catalogue piece's signature under the key the piece names
@@ -382,11 +392,43 @@ pub fn open_catalogue(datagram: &[u8]) -> Result<(PublicKey, &[u8]), AuthError> 
     k.copy_from_slice(&body[4..36]);
     let signer = PublicKey::from_bytes(&k)?;
     let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
-    let mut msg = Vec::with_capacity(CATALOGUE_CONTEXT.len() + body.len());
-    msg.extend_from_slice(CATALOGUE_CONTEXT);
-    msg.extend_from_slice(body);
-    signer.verify(&msg, sig)?;
+    signer.verify(&in_context(CATALOGUE_CONTEXT, body), sig)?;
     Ok((signer, body))
+}
+
+/// What a symbol batch's signature covers besides its bytes.
+const BATCH_CONTEXT: &[u8] = b"repocast symbol batch\0";
+/// What a data packet's digest covers besides its bytes.
+const DIGEST_CONTEXT: &[u8] = b"repocast symbol digest\0";
+
+/// The digest a signed batch lists for a data packet: BLAKE3 of the whole
+/// datagram as sent (tag and all), truncated to 128 bits (a forger would
+/// need a second preimage of it).
+pub fn symbol_digest(datagram: &[u8]) -> [u8; crate::wire::batch::DIGEST_LEN] {
+    let mut h = blake3::Hasher::new();
+    h.update(DIGEST_CONTEXT);
+    h.update(datagram);
+    let mut d = [0u8; crate::wire::batch::DIGEST_LEN];
+    d.copy_from_slice(&h.finalize().as_bytes()[..crate::wire::batch::DIGEST_LEN]);
+    d
+}
+
+/// Appends `identity`'s signature of a symbol batch's bytes.
+pub fn sign_batch(identity: &Identity, buf: &mut Vec<u8>) {
+    sign_in_context(identity, BATCH_CONTEXT, buf);
+}
+
+/// Checks a symbol batch's signature under `signer`; its bytes without
+/// the signature.
+pub fn open_batch<'a>(signer: &PublicKey, datagram: &'a [u8]) -> Result<&'a [u8], AuthError> {
+    let body_len = datagram
+        .len()
+        .checked_sub(SIGNATURE_LEN)
+        .ok_or(AuthError::Missing)?;
+    let (body, sig) = datagram.split_at(body_len);
+    let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
+    signer.verify(&in_context(BATCH_CONTEXT, body), sig)?;
+    Ok(body)
 }
 
 #[cfg(test)]

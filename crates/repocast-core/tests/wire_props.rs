@@ -202,21 +202,25 @@ fn server_msg() -> impl Strategy<Value = ServerMsg> {
             proptest::option::of(addr()),
             proptest::option::of(any::<std::net::IpAddr>()),
             any::<u64>(),
-            proptest::option::of(any::<[u8; 32]>())
+            proptest::option::of(any::<[u8; 32]>()),
+            any::<bool>()
         )
-            .prop_map(|(s, n, data, announce, source, rate_bps, session_key)| {
-                ServerMsg::Welcome {
-                    session: SessionId(s),
-                    items: n,
-                    channels: repocast_core::wire::control::Channels {
-                        data,
-                        announce,
-                        source,
-                        rate_bps,
-                    },
-                    session_key,
+            .prop_map(
+                |(s, n, data, announce, source, rate_bps, session_key, signed_symbols)| {
+                    ServerMsg::Welcome {
+                        session: SessionId(s),
+                        items: n,
+                        channels: repocast_core::wire::control::Channels {
+                            data,
+                            announce,
+                            source,
+                            rate_bps,
+                        },
+                        session_key,
+                        signed_symbols,
+                    }
                 }
-            }),
+            ),
         (
             proptest::collection::vec((any::<u32>(), name(), any::<u64>()), 0..5),
             any::<bool>()
@@ -504,6 +508,8 @@ mod catalogue_pieces {
             first_block: 0,
             head: None,
             hashes: Vec::new(),
+            // Both values of the flag go through the round trips.
+            signed_symbols: item % 2 == 1,
         }
     }
 

@@ -73,6 +73,10 @@ pub struct ServeOptions {
     /// Encrypt the data on the multicast groups under the session key, so
     /// that only welcomed clients can read it (`--encrypt`).
     pub encrypt: bool,
+    /// Vouch for every data packet in batches signed with the server key,
+    /// so not even a welcomed client can forge symbols others accept
+    /// (`--sign-symbols`; about 2.6% of the rate).
+    pub sign_symbols: bool,
     /// A file of access tokens (`keys::read_token_hashes`); with it a
     /// client must present one of them (`--tokens`).
     pub tokens: Option<PathBuf>,
@@ -139,6 +143,7 @@ impl ServeOptions {
             key: None,
             allow: Vec::new(),
             encrypt: false,
+            sign_symbols: false,
             tokens: None,
             rekey_secs: 3600,
         }

@@ -8,7 +8,9 @@
 //! ones that pass every receiver's tag check. The per-block BLAKE3 hash
 //! catches every polluted block (it is never written), but the block must
 //! be received again. Prints, per pollution share, the slowest receiver's
-//! delay, the blocks that failed their hash and how the run ended.
+//! delay, the blocks that failed their hash and how the run ended; then
+//! the same with signed symbol batches (`serve --sign-symbols`), which
+//! keep every polluted symbol from the decoders.
 //!
 //!     cargo run --release -p repocast-sim --example pollution -- [SEED] [MIB]
 
@@ -45,16 +47,21 @@ fn main() {
         "seed {seed}, {mib} MiB in 2 items, 100 Mbit/s, receivers at 1%, 5%, 20% loss, Profile::Lan"
     );
     println!(
-        "| insider's packets per server packet | slowest receiver | items verified | blocks failing their hash | insider packets |"
+        "| symbols signed | insider's packets per server packet | slowest receiver | items verified | blocks failing their hash | insider packets | data packets dropped unlisted |"
     );
-    println!("|---|---|---|---|---|");
-    for share in [0.0f64, 0.0001, 0.001, 0.01, 0.1] {
+    println!("|---|---|---|---|---|---|---|");
+    let shares = [0.0f64, 0.0001, 0.001, 0.01, 0.1];
+    for (signed, share) in [false, true]
+        .into_iter()
+        .flat_map(|s| shares.map(|p| (s, p)))
+    {
         let Ok(mut h) = VirtualLan::new(
             Profile::Lan,
             |c| {
                 c.seed = seed;
                 c.session = SessionId(0x5e55);
                 c.session_key = Some(SessionKey::from_bytes(KEY));
+                c.sign_symbols = signed;
                 let _ = c.set_rate(RATE, false);
             },
             items.clone(),
@@ -86,8 +93,12 @@ fn main() {
             .map(|e| format!(" (failed: {e})"))
             .unwrap_or_default();
         let corrupt: u64 = reps.iter().map(|r| r.client.corrupt_blocks).sum();
+        let unlisted: u64 = (reps.iter())
+            .map(|r| r.stats.signing.unsigned_dropped)
+            .sum();
         println!(
-            "| {share} | {} | {ok}/{}{reason} | {corrupt} | {} |",
+            "| {} | {share} | {} | {ok}/{}{reason} | {corrupt} | {} | {unlisted} |",
+            if signed { "yes" } else { "no" },
             match (slowest, all) {
                 (Some(d), true) => format!("{:.2} s", d.as_secs_f64()),
                 _ => "did not finish".into(),

@@ -42,6 +42,8 @@ pub struct Assembly {
     pub version: u64,
     /// Its data packets' session.
     pub session: SessionId,
+    /// Its data packets are vouched for by signed symbol batches.
+    pub signed_symbols: bool,
     items: u32,
     heads: BTreeMap<ItemId, ItemHead>,
     wanted: BTreeMap<ItemId, Hashes>,
@@ -54,6 +56,7 @@ impl Assembly {
         Assembly {
             version: first.version,
             session: first.session,
+            signed_symbols: first.signed_symbols,
             items: first.items,
             heads: BTreeMap::new(),
             wanted: BTreeMap::new(),
@@ -68,8 +71,13 @@ impl Assembly {
         p: &CataloguePiece,
         select: impl Fn(&str) -> bool,
     ) -> Result<(), AssemblyError> {
-        if p.items != self.items || p.session != self.session {
-            return Err(AssemblyError::Inconsistent("item count or session"));
+        if p.items != self.items
+            || p.session != self.session
+            || p.signed_symbols != self.signed_symbols
+        {
+            return Err(AssemblyError::Inconsistent(
+                "item count, session or signing",
+            ));
         }
         if let Some(h) = &p.head {
             if !self.heads.contains_key(&p.item) {

@@ -19,6 +19,7 @@
 //! forged and dropped, and does not count as heard (`crate::auth`).
 
 use super::Channel;
+use super::signing::{BatchVerifier, Verdict, VerifierStats};
 use super::store::{BlockStore, Resume};
 use crate::auth::{self, PublicKey, SessionKey};
 use crate::client::{Client, ClientConfig, ClientEvent, ClientStats};
@@ -26,8 +27,8 @@ use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::wire::control::{CatalogueEntry, Channels};
 use crate::wire::frame::{FrameDecoder, encode_frame};
-use crate::wire::{AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
-use crate::{Instant, ItemId};
+use crate::wire::{self, AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
+use crate::{Instant, ItemId, SessionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -154,6 +155,10 @@ pub struct ClientEndpointStats {
     /// Datagrams of an authenticated session with a missing or wrong tag
     /// or signature (dropped before parsing further).
     pub forged: u64,
+    /// With signed symbols ([`super::signing`]): batches checked, batch
+    /// datagrams refused, and data packets dropped because no verified
+    /// batch listed them in time.
+    pub signing: VerifierStats,
 }
 
 /// The client side of repocast as bytes in, bytes out.
@@ -191,6 +196,8 @@ pub struct ClientEndpoint<S: BlockStore> {
     /// Keys of later epochs, from rotations (`Rekey`), newest last; a
     /// packet of an epoch not here is checked under the welcome's key.
     rotated: Vec<(u8, SessionKey)>,
+    /// With signed symbols: which data packets signed batches vouched for.
+    verifier: Option<BatchVerifier>,
     stats: ClientEndpointStats,
 }
 
@@ -220,6 +227,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             bye_sent: false,
             session_key: None,
             rotated: Vec::new(),
+            verifier: None,
             stats: ClientEndpointStats::default(),
             cfg,
         };
@@ -308,7 +316,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// Counters of the endpoint.
     pub fn stats(&self) -> ClientEndpointStats {
-        self.stats
+        let mut s = self.stats;
+        if let Some(v) = &self.verifier {
+            s.signing = v.stats();
+        }
+        s
     }
 
     /// Bytes read from the request connection.
@@ -355,7 +367,17 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     self.request(now, names);
                 }
             }
-            ServerMsg::Welcome { session_key, .. } if self.session_key.is_none() => {
+            ServerMsg::Welcome {
+                session,
+                session_key,
+                signed_symbols,
+                ..
+            } if self.session_key.is_none() => {
+                // Batches are checked under the key the driver pinned; a
+                // client that knows none checks no signature at all.
+                if let (true, Some(k)) = (signed_symbols, self.cfg.server_key) {
+                    self.expect_signed_symbols(k, session);
+                }
                 match session_key {
                     Some(k) => self.session_key = Some(SessionKey::from_bytes(k)),
                     None if self.cfg.server_key.is_some() => {
@@ -396,27 +418,16 @@ impl<S: BlockStore> ClientEndpoint<S> {
             return;
         }
         match from {
-            Channel::Data => match DataRepr::parse(bytes) {
-                Ok(mut p) => {
-                    let number = auth::tag_number(&p.tag);
-                    let key = self.key_for(number.map_or(0, auth::epoch_of));
-                    let forged = key.is_some_and(|k| {
-                        p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err()
-                    });
-                    // An encrypted symbol is read only under the key that
-                    // checked its tag.
-                    let key = key.filter(|_| p.encrypted);
-                    if forged || (p.encrypted && key.is_none()) {
-                        self.stats.forged += 1;
-                        return;
-                    }
-                    if let (Some(k), Some(n)) = (key, number) {
-                        auth::crypt_payload(k, n, &mut p.payload);
-                    }
-                    self.on_data(now, &p)
+            Channel::Data if wire::kind_of(bytes) == Some(wire::kind::SYMBOL_BATCH) => {
+                let Some(v) = self.verifier.as_mut() else {
+                    return;
+                };
+                v.on_batch(bytes);
+                while let Some(b) = self.verifier.as_mut().and_then(BatchVerifier::take_ready) {
+                    self.on_data_datagram(now, &b, false);
                 }
-                Err(_) => self.stats.malformed += 1,
-            },
+            }
+            Channel::Data => self.on_data_datagram(now, bytes, true),
             Channel::Announce => match self.open_announce(bytes).map(AnnounceRepr::parse) {
                 None => return,
                 Some(Ok(a)) => {
@@ -429,6 +440,46 @@ impl<S: BlockStore> ClientEndpoint<S> {
             },
         }
         self.process(now);
+    }
+
+    /// Takes only data packets that batches signed by `signer` list
+    /// ([`super::signing`]): the welcome says so in request mode, the
+    /// signed catalogue in push mode.
+    pub fn expect_signed_symbols(&mut self, signer: PublicKey, session: SessionId) {
+        self.verifier = Some(BatchVerifier::new(signer, session));
+    }
+
+    /// A data packet: its tag checked, then (with signed symbols, when
+    /// `gate`) held until a verified batch lists it, then decrypted and
+    /// handed to the state machine.
+    fn on_data_datagram(&mut self, now: Instant, bytes: &[u8], gate: bool) {
+        let mut p = match DataRepr::parse(bytes) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.malformed += 1;
+                return;
+            }
+        };
+        let number = auth::tag_number(&p.tag);
+        let key = self.key_for(number.map_or(0, auth::epoch_of));
+        let forged = key
+            .is_some_and(|k| p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err());
+        // An encrypted symbol is read only under the key that checked its
+        // tag.
+        let key = key.filter(|_| p.encrypted).cloned();
+        if forged || (p.encrypted && key.is_none()) {
+            self.stats.forged += 1;
+            return;
+        }
+        if let (true, Some(v)) = (gate, self.verifier.as_mut()) {
+            if v.check(bytes) == Verdict::Held {
+                return;
+            }
+        }
+        if let (Some(k), Some(n)) = (key, number) {
+            auth::crypt_payload(&k, n, &mut p.payload);
+        }
+        self.on_data(now, &p)
     }
 
     /// The key a packet of key epoch `epoch` is sealed under: a rotated

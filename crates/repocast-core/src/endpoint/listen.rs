@@ -327,6 +327,9 @@ impl<S: BlockStore> ListenEndpoint<S> {
             self.cfg.timeout
         };
         let mut inner = ClientEndpoint::new(now, cfg, store);
+        if let (true, Some(k)) = (a.signed_symbols, self.signer()) {
+            inner.expect_signed_symbols(k, a.session);
+        }
         let selected = a.selected();
         let items = a.progress().1;
         self.hashes = (selected.iter())

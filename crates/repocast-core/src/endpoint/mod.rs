@@ -18,6 +18,7 @@ pub mod client;
 pub mod listen;
 pub mod push;
 pub mod server;
+pub mod signing;
 pub mod store;
 
 use crate::ClientId;

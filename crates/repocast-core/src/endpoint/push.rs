@@ -15,6 +15,7 @@
 //! [`PushEndpoint::replace`] with a higher version.
 
 use super::Dest;
+use super::signing::BatchSigner;
 use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
@@ -90,6 +91,8 @@ pub struct PushStats {
     pub passes: u64,
     /// Catalogue versions published.
     pub versions: u64,
+    /// Signed symbol batch datagrams sent (repeats included).
+    pub batches: u64,
 }
 
 /// The sending side of push mode as datagrams out.
@@ -107,6 +110,8 @@ pub struct PushEndpoint {
     /// modulo their count).
     pieces_sent: u64,
     current: Vec<PushItem>,
+    /// Vouches for the version's data packets (`sign_symbols`).
+    signer: Option<BatchSigner>,
     stats: PushStats,
 }
 
@@ -141,6 +146,7 @@ impl PushEndpoint {
             sent: Vec::new(),
             pieces_sent: 0,
             current: Vec::new(),
+            signer: None,
             stats: PushStats::default(),
         };
         e.replace(now, version, items)?;
@@ -179,6 +185,7 @@ impl PushEndpoint {
             first_block: 0,
             head: None,
             hashes: Vec::new(),
+            signed_symbols: self.cfg.server.sign_symbols,
         };
         let mut pieces = Vec::new();
         if items.is_empty() {
@@ -226,6 +233,7 @@ impl PushEndpoint {
             .max(bytes as f64 * 8.0 / (data_bps * CATALOGUE_SHARE));
         let share = bytes as f64 * 8.0 / period / data_bps;
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
+        self.signer = cfg.sign_symbols.then(|| BatchSigner::new(session));
         self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
         self.current = items;
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
@@ -301,7 +309,9 @@ impl PushEndpoint {
     /// data that came before the catalogue, so a short push of small files
     /// is still received).
     pub fn is_finished(&self) -> bool {
-        self.data_done() && self.pieces_sent >= MIN_CATALOGUE_COPIES * self.pieces.len() as u64
+        self.data_done()
+            && self.pieces_sent >= MIN_CATALOGUE_COPIES * self.pieces.len() as u64
+            && self.signer.as_ref().is_none_or(|s| s.next_due().is_none())
     }
 
     /// When to call [`PushEndpoint::poll_transmit`] next.
@@ -315,7 +325,8 @@ impl PushEndpoint {
             None
         };
         let piece = (!self.pieces.is_empty()).then_some(self.piece_at);
-        [data, piece].into_iter().flatten().min()
+        let batches = self.signer.as_ref().and_then(BatchSigner::next_due);
+        [data, piece, batches].into_iter().flatten().min()
     }
 
     /// The next datagram due at `now` into `buf` (replacing its bytes) and
@@ -344,6 +355,18 @@ impl PushEndpoint {
             self.pieces_sent += 1;
             return Some(Dest::Announce);
         }
+        // Once the redundancy is sent, the last packets' batch goes at once.
+        let due = if self.data_done() {
+            Instant::from_micros(u64::MAX)
+        } else {
+            now
+        };
+        if let Some(b) = (self.signer.as_mut()).and_then(|s| s.poll_due(due, &self.identity)) {
+            self.server.take_slot(now);
+            buf.extend_from_slice(&b);
+            self.stats.batches += 1;
+            return Some(Dest::Data);
+        }
         if self.sent.is_empty() || self.data_done() {
             return None;
         }
@@ -354,6 +377,9 @@ impl PushEndpoint {
                         s.0 += 1;
                     }
                     d.emit(buf);
+                    if let Some(s) = self.signer.as_mut() {
+                        s.add(now, buf, &self.identity);
+                    }
                     self.stats.data_packets += 1;
                     return Some(Dest::Data);
                 }

@@ -18,6 +18,7 @@
 //! a connection's first message must be a hello carrying one of them;
 //! anything else is answered with a reason and the connection closed.
 
+use super::signing::BatchSigner;
 use super::{CloseReason, Dest, EndpointStats, MAX_ONE_OFF};
 use crate::auth::{self, Identity, SessionKey};
 use crate::hash::FastMap;
@@ -90,6 +91,10 @@ pub struct ServerEndpoint {
     /// A rotation under way: when the key the state machine offered
     /// takes over.
     switch_at: Option<Instant>,
+    /// Vouches for data packets in signed batches (`sign_symbols`).
+    signer: Option<BatchSigner>,
+    /// An announcement waiting behind the batches flushed before it.
+    held: Option<Vec<u8>>,
     stats: EndpointStats,
 }
 
@@ -111,6 +116,8 @@ impl ServerEndpoint {
             sealed: 0,
             epoch: 0,
             switch_at: None,
+            signer: None,
+            held: None,
             server: Server::new(cfg, items)?,
             limits,
             conns: FastMap::default(),
@@ -123,7 +130,13 @@ impl ServerEndpoint {
 
     /// Signs announcements with `identity` (with a session key in the
     /// config; without one announcements go unsigned).
+    /// With `sign_symbols` in the config it also signs batches of data
+    /// packet digests ([`super::signing`]).
     pub fn with_identity(mut self, identity: Identity) -> Self {
+        let cfg = self.server.config();
+        if cfg.sign_symbols {
+            self.signer = Some(BatchSigner::new(cfg.session));
+        }
         self.identity = Some(identity);
         self
     }
@@ -350,10 +363,14 @@ impl ServerEndpoint {
     /// When to call [`ServerEndpoint::handle_timeout`] and
     /// [`ServerEndpoint::poll_transmit`] again, if nothing else happens.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.repeat.is_some() || !self.own_msgs.is_empty() {
+        if self.repeat.is_some() || !self.own_msgs.is_empty() || self.held.is_some() {
             return Some(Instant::ZERO);
         }
-        self.server.poll_timeout()
+        let batches = self.signer.as_ref().and_then(BatchSigner::next_due);
+        [self.server.poll_timeout(), batches]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next thing to send at `now`: its bytes replace `buf`'s (a whole
@@ -375,6 +392,17 @@ impl ServerEndpoint {
         if let Some((c, m)) = self.own_msgs.pop_front() {
             encode_msg(&m, buf);
             return Some(Dest::Conn(c));
+        }
+        if let (Some(s), Some(id)) = (self.signer.as_mut(), self.identity.as_ref()) {
+            if let Some(b) = s.poll_due(now, id) {
+                self.server.take_slot(now);
+                buf.extend_from_slice(&b);
+                return Some(Dest::Data);
+            }
+        }
+        if let Some(a) = self.held.take() {
+            buf.extend_from_slice(&a);
+            return Some(Dest::Announce);
         }
         if let Some((bytes, left)) = self.repeat.as_mut() {
             buf.extend_from_slice(bytes);
@@ -401,6 +429,9 @@ impl ServerEndpoint {
                     } else {
                         d.emit(buf);
                     }
+                    if let (Some(s), Some(id)) = (self.signer.as_mut(), self.identity.as_ref()) {
+                        s.add(now, buf, id);
+                    }
                     return Some(Dest::Data);
                 }
                 Transmit::Announce(a) => {
@@ -416,6 +447,16 @@ impl ServerEndpoint {
                     let copies = self.limits.announce_repeats.max(1) - 1;
                     if copies > 0 {
                         self.repeat = Some((buf.clone(), copies));
+                    }
+                    // The packets an announcement follows (the last of a
+                    // transmission, before its end) are vouched for first.
+                    if let (Some(s), Some(id)) = (self.signer.as_mut(), self.identity.as_ref()) {
+                        s.flush(id);
+                        if let Some(b) = s.poll() {
+                            self.held = Some(std::mem::replace(buf, b));
+                            self.server.take_slot(now);
+                            return Some(Dest::Data);
+                        }
                     }
                     return Some(Dest::Announce);
                 }

@@ -383,10 +383,7 @@ impl Server {
         let next = cur.next(now, iv, self.cfg.session, &st.layout, self.cfg.code, src);
         match next {
             Ok(Some(pkt)) => {
-                let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
-                let floor =
-                    Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64));
-                self.next_send = self.next_send.max(floor) + self.cfg.packet_interval;
+                self.next_send = next_slot(&self.cfg, self.next_send, now);
                 self.stats.data_packets += 1;
                 if cur.kind == AnnounceKind::Repair {
                     self.stats.repair_packets += 1;
@@ -407,6 +404,13 @@ impl Server {
                 self.outbox.pop_front()
             }
         }
+    }
+
+    /// Moves the pacing on by one packet slot: for each data packet, and
+    /// for each datagram the endpoint adds to the data channel (a signed
+    /// symbol batch), so the configured rate holds for all of them.
+    pub fn take_slot(&mut self, now: Instant) {
+        self.next_send = next_slot(&self.cfg, self.next_send, now);
     }
 
     /// When the server next wants [`Server::poll_transmit`] called (pacing),
@@ -731,6 +735,14 @@ impl Server {
             self.next_send = now;
         }
     }
+}
+
+/// The pacing's next send time after one more packet at `now`: one
+/// interval on, never more than a burst behind `now`.
+fn next_slot(cfg: &ServerConfig, next_send: Instant, now: Instant) -> Instant {
+    let burst = cfg.packet_interval * cfg.burst.max(1);
+    let floor = Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64));
+    next_send.max(floor) + cfg.packet_interval
 }
 
 /// The driver's source with every whole block it reads checked against

@@ -27,6 +27,7 @@ impl Server {
                         items,
                         channels: self.cfg.channels,
                         session_key: self.cfg.session_key.as_ref().map(|k| k.to_bytes()),
+                        signed_symbols: self.cfg.sign_symbols,
                     },
                 );
                 if let Some(c) = self.clients.get_mut(&client) {

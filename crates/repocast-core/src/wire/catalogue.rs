@@ -67,7 +67,15 @@ pub struct CataloguePiece {
     pub head: Option<ItemHead>,
     /// Block hashes from `first_block` on.
     pub hashes: Vec<[u8; 32]>,
+    /// The version's data packets are vouched for by symbol batches the
+    /// signer signs (`crate::wire::batch`): a listener takes no other.
+    pub signed_symbols: bool,
 }
+
+/// Piece flags: the piece carries its item's head.
+const FLAG_HEAD: u8 = 1;
+/// Piece flags: the version's data packets are signed in batches.
+const FLAG_SIGNED_SYMBOLS: u8 = 2;
 
 impl CataloguePiece {
     /// Parses a piece's signed bytes (the datagram without its
@@ -102,9 +110,16 @@ impl CataloguePiece {
         }
         let first_block = r.u32()?;
         check_max("first block", first_block as u64, MAX_BLOCKS as u64)?;
-        let head = match r.u8()? {
+        let flags = r.u8()?;
+        if flags & !(FLAG_HEAD | FLAG_SIGNED_SYMBOLS) != 0 {
+            return Err(WireError::OutOfRange {
+                field: "piece flags",
+                value: flags as u64,
+            });
+        }
+        let head = match flags & FLAG_HEAD {
             0 => None,
-            1 => {
+            _ => {
                 let name = r.string("item name", MAX_NAME_LEN)?;
                 let size = r.u64()?;
                 check_max("item size", size, MAX_ITEM_SIZE)?;
@@ -120,12 +135,6 @@ impl CataloguePiece {
                     mode,
                     mtime,
                 })
-            }
-            v => {
-                return Err(WireError::OutOfRange {
-                    field: "piece flags",
-                    value: v as u64,
-                });
             }
         };
         // Part 0 carries the head; an empty version's one piece carries none.
@@ -168,6 +177,7 @@ impl CataloguePiece {
             first_block,
             head,
             hashes,
+            signed_symbols: flags & FLAG_SIGNED_SYMBOLS != 0,
         })
     }
 
@@ -182,12 +192,20 @@ impl CataloguePiece {
             .u16(self.part)
             .u16(self.parts)
             .u32(self.first_block);
+        let signed = if self.signed_symbols {
+            FLAG_SIGNED_SYMBOLS
+        } else {
+            0
+        };
         match &self.head {
             None => {
-                w.u8(0);
+                w.u8(signed);
             }
             Some(h) => {
-                w.u8(1).string(&h.name).u64(h.size).bytes(&h.hash);
+                w.u8(FLAG_HEAD | signed)
+                    .string(&h.name)
+                    .u64(h.size)
+                    .bytes(&h.hash);
                 h.fec.emit_body(&mut w);
                 w.u32(h.mode).u64(h.mtime as u64);
             }

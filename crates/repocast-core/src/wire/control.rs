@@ -126,6 +126,10 @@ pub enum ServerMsg {
         items: u32,
         channels: Channels,
         session_key: Option<[u8; 32]>,
+        /// Data packets are vouched for by signed batches
+        /// (`crate::wire::batch`): a client that knows the server's key
+        /// takes only symbols a batch lists.
+        signed_symbols: bool,
     },
     /// A page of the catalogue; `more` says whether pages follow.
     Catalogue {
@@ -332,6 +336,16 @@ impl ServerMsg {
                         });
                     }
                 },
+                signed_symbols: match r.u8()? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(WireError::OutOfRange {
+                            field: "signed symbols flag",
+                            value: v as u64,
+                        });
+                    }
+                },
             },
             kind::CATALOGUE => {
                 let n = r.count("catalogue entries", MAX_CATALOGUE_ENTRIES, 14)?;
@@ -391,6 +405,7 @@ impl ServerMsg {
                 items,
                 channels,
                 session_key,
+                signed_symbols,
             } => {
                 let mut w = Writer::with_header(buf, kind::WELCOME);
                 w.u32(session.0).u32(*items);
@@ -402,6 +417,7 @@ impl ServerMsg {
                     None => w.u8(0),
                     Some(k) => w.u8(1).bytes(k),
                 };
+                w.u8(*signed_symbols as u8);
             }
             ServerMsg::Catalogue { entries, more } => {
                 let mut w = Writer::with_header(buf, kind::CATALOGUE);

@@ -9,6 +9,7 @@
 //! ([`frame`]). The byte layout is documented in `docs/protocol.md`.
 
 pub mod announce;
+pub mod batch;
 pub mod catalogue;
 pub mod codec;
 pub mod control;
@@ -61,6 +62,12 @@ pub enum WireError {
     BadUtf8(&'static str),
 }
 
+/// The kind byte of a datagram with a valid common header (magic,
+/// version), without parsing the rest.
+pub fn kind_of(buf: &[u8]) -> Option<u8> {
+    codec::Reader::new(buf).header().ok()
+}
+
 /// Kind bytes, one per message.
 pub mod kind {
     /// Data packet (UDP, data channel).
@@ -69,6 +76,8 @@ pub mod kind {
     pub const ANNOUNCE: u8 = 2;
     /// A signed piece of push mode's catalogue (UDP, announcement group).
     pub const CATALOGUE_PIECE: u8 = 3;
+    /// A signed batch of data packet digests (UDP, data group).
+    pub const SYMBOL_BATCH: u8 = 4;
     /// Client messages on the request connection.
     pub const HELLO: u8 = 16;
     /// Ask for the catalogue.

@@ -133,7 +133,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         None => keys::generate_identity()?,
     };
     let key = identity.public();
-    let cfg = PushConfig::shipped(
+    let mut cfg = PushConfig::shipped(
         &fec,
         first.scheduler.clone(),
         opts.seed,
@@ -141,6 +141,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         opts.data_group.is_ipv6(),
         opts.redundancy,
     )?;
+    cfg.server.sign_symbols = opts.sign_symbols;
     let start = std::time::Instant::now();
     let version = next_version(0);
     let n = first.items.len();

@@ -49,6 +49,10 @@ pub struct PushOptions {
     /// Stop once every file has been sent this many times its size
     /// (None: run until stopped).
     pub redundancy: Option<f64>,
+    /// Vouch for every data packet in batches signed with the key, so
+    /// listeners take no forged symbol (`--sign-symbols`; about 2.6% of
+    /// the rate).
+    pub sign_symbols: bool,
     /// Erasure code.
     pub code: CodeKind,
     /// Bytes per symbol.
@@ -89,6 +93,7 @@ impl PushOptions {
             scheduler: PushScheduler::Mad,
             popularity: None,
             redundancy: None,
+            sign_symbols: false,
             code: p.code,
             symbol_size: p.symbol_size,
             max_block: None,
