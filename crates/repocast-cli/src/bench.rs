@@ -88,7 +88,7 @@ pub async fn run(a: BenchArgs) -> ExitCode {
     let secs = rep.elapsed.as_secs_f64();
     let goodput = size as f64 * 8.0 / secs / 1e6;
     println!(
-        "bench: {} MiB to one receiver on loopback in {secs:.2} s: goodput {goodput:.0} Mbit/s (rate cap {:.0} Mbit/s, scheme {}{}); {} datagrams heard, {} NAKs, server sent {} symbols ({} repair); verified: {}",
+        "bench: {} MiB to one receiver on loopback in {secs:.2} s: goodput {goodput:.0} Mbit/s (rate cap {:.0} Mbit/s, scheme {}{}); {} datagrams heard, {} NAKs, server sent {} symbols ({} repair); verified: {}{}",
         a.size_mib,
         rate as f64 / 1e6,
         a.scheme,
@@ -102,7 +102,8 @@ pub async fn run(a: BenchArgs) -> ExitCode {
         rep.stats.naks,
         stats.map_or(0, |s| s.data_packets),
         stats.map_or(0, |s| s.repair_packets),
-        if rep.all_ok() { "yes" } else { "NO" }
+        if rep.all_ok() { "yes" } else { "NO" },
+        crate::progress::signing_note(&rep.signing),
     );
     if rep.all_ok() {
         ExitCode::SUCCESS

@@ -1,6 +1,7 @@
 //! `repocast get` and `repocast ls`: options in, [`repocast_net::client`] out.
 
 use crate::progress::Display;
+use crate::progress::signing_note;
 use repocast_core::loss::LossSpec;
 use repocast_net::addr;
 use repocast_net::client::{self, GetOptions};
@@ -171,7 +172,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
         .map(|o| o.size)
         .sum();
     println!(
-        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}",
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}",
         rep.items.len(),
         bytes as f64 / (1 << 20) as f64,
         rep.elapsed.as_secs_f64(),
@@ -187,7 +188,8 @@ pub async fn run(a: GetArgs) -> ExitCode {
             format!(", {} forged datagrams dropped", rep.forged)
         } else {
             String::new()
-        }
+        },
+        signing_note(&rep.signing),
     );
     for o in &rep.items {
         if let Err(reason) = &o.result {

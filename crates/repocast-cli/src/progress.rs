@@ -114,3 +114,15 @@ impl Display {
         }
     }
 }
+
+/// The summary's words on signed symbols (empty when the sender signed
+/// none): batches checked, and what was refused or dropped.
+pub fn signing_note(s: &repocast_core::endpoint::signing::VerifierStats) -> String {
+    if s.batches == 0 && s.bad_batches == 0 {
+        return String::new();
+    }
+    format!(
+        ", symbols signed: {} batches checked, {} refused, {} unlisted packets dropped",
+        s.batches, s.bad_batches, s.unsigned_dropped
+    )
+}

@@ -324,7 +324,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             })
             .collect();
         println!(
-            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{},\"peak_rss_bytes\":{}}}",
+            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
             items.join(","),
             rep.elapsed.as_secs_f64(),
             rep.version.unwrap_or(0),
@@ -336,11 +336,13 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             rep.stats.stale,
             rep.resumed_blocks,
             rep.corrupt_blocks,
+            rep.signing.batches,
+            rep.signing.unsigned_dropped,
             repocast_net::peak_rss_bytes().unwrap_or(0),
         );
     } else {
         println!(
-            "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}",
+            "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}{}",
             rep.items.len(),
             bytes as f64 / (1 << 20) as f64,
             rep.elapsed.as_secs_f64(),
@@ -354,6 +356,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
                 0 => String::new(),
                 n => format!(", {n} catalogue pieces refused (forged, other signer or older)"),
             },
+            crate::progress::signing_note(&rep.signing),
         );
     }
     if let Some(why) = &rep.ended {

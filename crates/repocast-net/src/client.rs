@@ -20,6 +20,7 @@ use repocast_core::ItemId;
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::signing::VerifierStats;
 use repocast_core::endpoint::store::{BlockStore, MemoryStore};
 use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
@@ -115,6 +116,9 @@ pub struct GetReport {
     pub spilled_blocks: u64,
     /// Datagrams with a missing or wrong tag or signature (dropped).
     pub forged: u64,
+    /// Signed symbol batches checked and refused, and data packets no
+    /// batch vouched for (dropped), when the server signs its symbols.
+    pub signing: VerifierStats,
 }
 
 impl GetReport {
@@ -346,5 +350,6 @@ pub async fn get(
         resumed_blocks: st.resumed_blocks,
         spilled_blocks: st.spilled_blocks,
         forged: st.forged,
+        signing: st.signing,
     })
 }

@@ -17,6 +17,7 @@ use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::Outcome;
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenEvent, ListenStats};
+use repocast_core::endpoint::signing::VerifierStats;
 use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
 use std::net::SocketAddr;
@@ -104,6 +105,9 @@ pub struct ListenReport {
     /// Decoded blocks that failed their signed hash (forged or corrupt
     /// symbols; the block was received again).
     pub corrupt_blocks: u64,
+    /// Signed symbol batches checked and refused, and data packets no
+    /// batch vouched for (dropped), when the pusher signs its symbols.
+    pub signing: VerifierStats,
 }
 
 impl ListenReport {
@@ -233,6 +237,7 @@ pub async fn listen(
     }
     let client = ep.receiver().map(|r| r.client_stats()).unwrap_or_default();
     let resumed_blocks = ep.receiver().map_or(0, |r| r.stats().resumed_blocks);
+    let signing = ep.receiver().map(|r| r.stats().signing).unwrap_or_default();
     Ok(ListenReport {
         items: ep.outcomes(),
         ended: ep.ended().map(str::to_owned),
@@ -244,5 +249,6 @@ pub async fn listen(
         emulated_losses: data.dropped + announce.dropped,
         resumed_blocks,
         corrupt_blocks: client.corrupt_blocks,
+        signing,
     })
 }

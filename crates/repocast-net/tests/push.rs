@@ -230,3 +230,28 @@ async fn a_new_version_mid_download_keeps_verified_files_and_finishes_the_rest()
     assert!(r.ended.is_none(), "{:?}", r.ended);
     h.stop().await.expect("stop");
 }
+
+/// `push --sign-symbols` to a pinned listener at 20% loss: every file
+/// verifies from symbols signed batches vouched for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_takes_signed_symbols_under_loss() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("s.bin", 2 << 20)], 11);
+    let (data, ann) = groups();
+    let mut o = PushOptions::new(repo.path().to_path_buf());
+    o.data_group = data;
+    o.announce_group = ann;
+    o.interface = lo();
+    o.rate_bps = 200_000_000;
+    o.metrics = None;
+    o.sign_symbols = true;
+    let h = push::start(o.clone()).await.expect("push");
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), 0.2, 12);
+    l.trust = Some(h.key);
+    let r = listen(l, None, None).await.expect("listen");
+    check(&r, repo.path(), out.path(), &["s.bin"]);
+    assert!(r.signing.batches > 10, "{:?}", r.signing);
+    assert_eq!(r.signing.bad_batches, 0);
+    h.stop().await.expect("stop");
+}

@@ -451,7 +451,7 @@ impl ServerEndpoint {
                     // The packets an announcement follows (the last of a
                     // transmission, before its end) are vouched for first.
                     if let (Some(s), Some(id)) = (self.signer.as_mut(), self.identity.as_ref()) {
-                        s.flush(id);
+                        s.flush(now, id);
                         if let Some(b) = s.poll() {
                             self.held = Some(std::mem::replace(buf, b));
                             self.server.take_slot(now);
