@@ -1,8 +1,9 @@
 //! Fuzz target: a push listener pinned to a key accepts any datagrams on
 //! either group, including catalogue pieces of any content that the
 //! pinned key signed (so the piece parser and the assembly are reached,
-//! not only the signature check), in any order with time passing, without
-//! panicking, and never reports an item outside its selection.
+//! not only the signature check) and symbol batches it signed, in any
+//! order with time passing, without panicking, and never reports an item
+//! outside its selection.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::auth::{self, Identity};
@@ -12,9 +13,15 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 use repocast_core::Instant;
+use repocast_core::wire::{MAGIC, VERSION, kind};
 
 #[path = "common/mod.rs"]
 mod common;
+
+/// A common header of `kind` as this build writes it.
+fn header(kind: u8) -> Vec<u8> {
+    vec![MAGIC[0], MAGIC[1], VERSION, kind]
+}
 
 fuzz_target!(|data: &[u8]| {
     let id = Identity::from_seed([7; 32]);
@@ -26,17 +33,24 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::ZERO;
     let mut rest = data;
     while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
-        match op % 4 {
+        match op % 5 {
             0 => ep.handle_datagram(now, Channel::Announce, bytes),
             1 => {
                 // A piece whose signer field is the pinned key, signed.
-                let mut b = b"RC\x02\x03".to_vec();
+                let mut b = header(kind::CATALOGUE_PIECE);
                 b.extend_from_slice(&id.public().to_bytes());
                 b.extend_from_slice(bytes);
                 auth::sign_catalogue(&id, &mut b);
                 ep.handle_datagram(now, Channel::Announce, &b);
             }
             2 => ep.handle_datagram(now, Channel::Data, bytes),
+            3 => {
+                // A symbol batch signed by the pinned key.
+                let mut b = header(kind::SYMBOL_BATCH);
+                b.extend_from_slice(bytes);
+                auth::sign_batch(&id, &mut b);
+                ep.handle_datagram(now, Channel::Data, &b);
+            }
             _ => {
                 now = now + std::time::Duration::from_millis(hi as u64 * 10);
                 ep.handle_timeout(now);

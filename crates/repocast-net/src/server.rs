@@ -386,11 +386,19 @@ impl Pump {
     }
 
     async fn drain(&mut self, buf: &mut Vec<u8>) {
+        let mut since = core_now(self.start);
         loop {
             let now = core_now(self.start);
             let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) else {
                 break;
             };
+            // A pump that cannot keep up with its rate would otherwise
+            // never leave this loop: let the connections' tasks (and, in
+            // `repocast bench`, the receiver) run.
+            if now - since > YIELD_AFTER {
+                tokio::task::yield_now().await;
+                since = core_now(self.start);
+            }
             match dest {
                 Dest::Data => send_datagram(&self.data, buf, self.data_group).await,
                 Dest::Announce => send_datagram(&self.announce, buf, self.announce_group).await,
@@ -539,6 +547,10 @@ impl Pump {
 
 /// Sends one datagram, waiting for room only when the socket buffer is
 /// full.
+/// How long the pump sends without a break before it lets other tasks
+/// run (only a pump behind its rate sends that long at once).
+const YIELD_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
+
 pub(crate) async fn send_datagram(sock: &tokio::net::UdpSocket, buf: &[u8], to: SocketAddr) {
     match sock.try_send_to(buf, to) {
         Ok(_) => {}

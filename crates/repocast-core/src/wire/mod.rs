@@ -27,7 +27,7 @@ pub use nak::{BlockNeed, NakRepr};
 /// The two magic bytes at the start of every message.
 pub const MAGIC: [u8; 2] = *b"RC";
 /// The wire-format version this build speaks; others are rejected.
-pub const VERSION: u8 = 2;
+pub const VERSION: u8 = 3;
 /// Bytes of the common header (magic, version, kind).
 pub const HEADER_LEN: usize = 4;
 
