@@ -18,12 +18,13 @@
 //! block_symbols = 1000
 //! encrypt = false
 //! sign_symbols = false
+//! sign_copies = 3
 //! ```
 
 //! `repocast push --config FILE` reads the same way into `PushOptions`
 //! (keys: dir, rate, interface, data_group, announce_group, ttl,
 //! scheduler = "mad" | "flat", popularity, redundancy, code, symbol_size,
-//! block_symbols, key, metrics, seed, watch, sign_symbols).
+//! block_symbols, key, metrics, seed, watch, sign_symbols, sign_copies).
 
 /// Reads the settings file at `path`.
 pub fn load<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {

@@ -125,6 +125,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.session_key = Some(keys::session_key()?);
     cfg.encrypt = opts.encrypt;
     cfg.sign_symbols = opts.sign_symbols;
+    cfg.sign_copies = opts.sign_copies;
     cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
     cfg.channels = Channels {
         data: Some(opts.data_group),

@@ -5,6 +5,7 @@
 use crate::NetError;
 use crate::addr;
 use crate::socket::Interface;
+use repocast_core::endpoint::signing;
 use repocast_core::fec::CodeKind;
 use repocast_core::policy::Scheme;
 use repocast_core::profile::Profile;
@@ -77,6 +78,9 @@ pub struct ServeOptions {
     /// so not even a welcomed client can forge symbols others accept
     /// (`--sign-symbols`; about 2.6% of the rate).
     pub sign_symbols: bool,
+    /// With `sign_symbols`: batches listing each packet, 1 to 8
+    /// (`--sign-copies`; default 3).
+    pub sign_copies: u8,
     /// A file of access tokens (`keys::read_token_hashes`); with it a
     /// client must present one of them (`--tokens`).
     pub tokens: Option<PathBuf>,
@@ -144,6 +148,7 @@ impl ServeOptions {
             allow: Vec::new(),
             encrypt: false,
             sign_symbols: false,
+            sign_copies: signing::DEFAULT_COPIES,
             tokens: None,
             rekey_secs: 3600,
         }
@@ -163,7 +168,15 @@ impl ServeOptions {
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
-        Ok(())
+        check_copies(self.sign_copies)
+    }
+}
+
+/// `--sign-copies` within 1 to [`signing::MAX_COPIES`] (serve and push).
+pub(crate) fn check_copies(copies: u8) -> Result<(), NetError> {
+    match (1..=signing::MAX_COPIES).contains(&copies) {
+        true => Ok(()),
+        false => Err(NetError::Setting("sign-copies must be 1 to 8")),
     }
 }
 

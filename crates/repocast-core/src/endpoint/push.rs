@@ -233,7 +233,7 @@ impl PushEndpoint {
             .max(bytes as f64 * 8.0 / (data_bps * CATALOGUE_SHARE));
         let share = bytes as f64 * 8.0 / period / data_bps;
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
-        self.signer = cfg.sign_symbols.then(|| BatchSigner::new(session));
+        self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
         self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
         self.current = items;
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);

@@ -135,7 +135,7 @@ impl ServerEndpoint {
     pub fn with_identity(mut self, identity: Identity) -> Self {
         let cfg = self.server.config();
         if cfg.sign_symbols {
-            self.signer = Some(BatchSigner::new(cfg.session));
+            self.signer = Some(BatchSigner::new(cfg.session, cfg.sign_copies));
         }
         self.identity = Some(identity);
         self

@@ -6,20 +6,21 @@
 //! client of a session holds that key, so one of them could tag forged
 //! symbols that every other client accepts (symbol pollution); and push
 //! mode has no session key at all. With signed symbols the sender lists,
-//! after every [`SEGMENT`] data packets, the digests of its last
-//! [`COPIES`] segments in a batch signed with its identity key, and a
-//! receiver feeds a packet to its decoder only once a verified batch lists
-//! it. Until then the packet waits, within a bound ([`MAX_PENDING`]).
+//! every 96 / c data packets, the digests of its last 96 in a batch signed
+//! with its identity key, so each packet is in c batches (c: the copies,
+//! [`DEFAULT_COPIES`] unless set), and a receiver feeds a packet to its
+//! decoder only once a verified batch lists it. Until then the packet
+//! waits, within a bound ([`MAX_PENDING`]).
 //!
-//! Loss: every packet is listed in [`COPIES`] batches, so it goes
-//! unverified only if all of them are lost (p^3: 0.01% of packets at 5%
-//! loss, 0.8% at 20%, 12.5% at 50%). When the stream pauses (before every
-//! announcement, and [`FLUSH_AFTER`] after an unlisted packet) the last
-//! batch goes out until the newest packets have their copies too.
-//! Cost: one batch of 1,233 bytes (1,261 with IP and UDP) per 32 data
-//! packets, about 2.9% of the rate; one Ed25519 signature per batch at the
-//! sender, one check per batch number at each receiver, and a BLAKE3
-//! digest of every packet at both.
+//! Loss: a packet goes unverified only if all c batches that list it are
+//! lost: p^c (with 3: 0.01% of packets at 5% loss, 0.8% at 20%, 12.5% at
+//! 50%). When the stream pauses (before every announcement, and
+//! [`FLUSH_AFTER`] after an unlisted packet) the last batch goes out until
+//! the newest packets have their copies too. Cost: one batch of 1,233
+//! bytes (1,261 with IP and UDP) per 96 / c data packets (2.9% of the rate
+//! with 3, 4.9% with 5); one Ed25519 signature per batch at the sender,
+//! one check per batch number at each receiver, and a BLAKE3 digest of
+//! every packet at both.
 
 use crate::auth::{self, Identity, PublicKey};
 use crate::hash::FastMap;
@@ -28,10 +29,10 @@ use crate::{Instant, SessionId};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Data packets between two batches.
-pub const SEGMENT: usize = 32;
-/// Batches that list each packet (each lists this many segments).
-pub const COPIES: usize = MAX_BATCH / SEGMENT;
+/// Batches that list each packet unless set otherwise.
+pub const DEFAULT_COPIES: u8 = 3;
+/// Most copies (a batch then goes every 12 packets).
+pub const MAX_COPIES: u8 = 8;
 /// An unlisted packet is listed this long after it was sent at the latest
 /// (low rates, and a paused stream).
 pub const FLUSH_AFTER: Duration = Duration::from_millis(50);
@@ -51,6 +52,8 @@ type Digest = [u8; DIGEST_LEN];
 #[derive(Debug)]
 pub struct BatchSigner {
     session: SessionId,
+    /// Data packets between two batches.
+    segment: usize,
     number: u64,
     /// Digests of the last [`MAX_BATCH`] packets, oldest first.
     recent: VecDeque<Digest>,
@@ -65,10 +68,12 @@ pub struct BatchSigner {
 }
 
 impl BatchSigner {
-    /// A signer for `session`'s data packets.
-    pub fn new(session: SessionId) -> Self {
+    /// A signer for `session`'s data packets that lists each in `copies`
+    /// batches (1 to [`MAX_COPIES`]).
+    pub fn new(session: SessionId, copies: u8) -> Self {
         BatchSigner {
             session,
+            segment: MAX_BATCH / copies.clamp(1, MAX_COPIES) as usize,
             number: 0,
             recent: VecDeque::with_capacity(MAX_BATCH + 1),
             fresh: 0,
@@ -79,8 +84,7 @@ impl BatchSigner {
         }
     }
 
-    /// Records a data packet just sent; every [`SEGMENT`]th one seals a
-    /// batch.
+    /// Records a data packet just sent; every 96 / c-th one seals a batch.
     pub fn add(&mut self, now: Instant, datagram: &[u8], identity: &Identity) {
         self.recent.push_back(auth::symbol_digest(datagram));
         if self.recent.len() > MAX_BATCH {
@@ -88,14 +92,14 @@ impl BatchSigner {
         }
         self.fresh += 1;
         self.first_at.get_or_insert(now);
-        if self.fresh >= SEGMENT {
+        if self.fresh >= self.segment {
             self.seal(now, identity);
         }
     }
 
     /// The stream pauses (an announcement follows, or [`FLUSH_AFTER`] has
     /// passed): lists what is unlisted, and sends the last batch again
-    /// until the newest packets are in [`COPIES`] batches.
+    /// until the newest packets are in as many batches as the others.
     pub fn flush(&mut self, now: Instant, identity: &Identity) {
         if self.fresh > 0 {
             self.seal(now, identity);
@@ -159,7 +163,7 @@ impl BatchSigner {
         batch.emit(&mut buf);
         auth::sign_batch(identity, &mut buf);
         self.out.push_back(buf.clone());
-        self.last = Some((buf, COPIES - 1, now));
+        self.last = Some((buf, MAX_BATCH / self.segment - 1, now));
     }
 }
 
@@ -314,7 +318,7 @@ mod tests {
     #[test]
     fn listed_packets_pass_forged_ones_wait_and_are_dropped() {
         let id = Identity::from_seed([3; 32]);
-        let mut signer = BatchSigner::new(SessionId(1));
+        let mut signer = BatchSigner::new(SessionId(1), DEFAULT_COPIES);
         let mut batches = send(&mut signer, &id, 0, 100);
         batches.extend(flushed(&mut signer, &id));
         // Three full segments, then the last 4 packets and their repeats.
@@ -333,7 +337,12 @@ mod tests {
         assert_eq!(v.check(&packet(80)), Verdict::Held);
         // A batch under another key, or tampered with, is refused.
         let other = Identity::from_seed([4; 32]);
-        let forged = send(&mut BatchSigner::new(SessionId(1)), &other, 0, 70);
+        let forged = send(
+            &mut BatchSigner::new(SessionId(1), DEFAULT_COPIES),
+            &other,
+            0,
+            70,
+        );
         // (Its batch 0 would be taken as a repeat of a checked number.)
         v.on_batch(&forged[1]);
         let mut tampered = batches[2].clone();
@@ -354,26 +363,30 @@ mod tests {
     }
 
     #[test]
-    fn every_packet_is_in_three_batches_the_last_ones_after_a_pause() {
+    fn every_packet_is_in_as_many_batches_as_copies_the_last_ones_after_a_pause() {
         let id = Identity::from_seed([3; 32]);
-        let mut signer = BatchSigner::new(SessionId(1));
-        let mut lists: Vec<Vec<Digest>> = Vec::new();
         let open = |b: &[u8]| SymbolBatch::parse(&b[..b.len() - auth::SIGNATURE_LEN]);
-        for b in send(&mut signer, &id, 0, 200) {
-            lists.push(open(&b).expect("batch").digests);
-        }
-        assert_eq!(signer.deadline(), Some(Instant::ZERO + FLUSH_AFTER));
-        assert_eq!(signer.poll_due(Instant::ZERO + FLUSH_AFTER / 2, &id), None);
-        signer.add(Instant::ZERO, &packet(200), &id);
-        let due = Instant::ZERO + FLUSH_AFTER;
-        while let Some(b) = signer.poll_due(due, &id) {
-            lists.push(open(&b).expect("batch").digests);
-        }
-        assert_eq!(signer.deadline(), None);
-        for i in 0..=200 {
-            let d = auth::symbol_digest(&packet(i));
-            let n = lists.iter().filter(|l| l.contains(&d)).count();
-            assert!(n >= COPIES, "packet {i} in {n} batches");
+        for copies in [1u8, DEFAULT_COPIES, 5] {
+            let mut signer = BatchSigner::new(SessionId(1), copies);
+            let mut lists: Vec<Vec<Digest>> = Vec::new();
+            for b in send(&mut signer, &id, 0, 200) {
+                lists.push(open(&b).expect("batch").digests);
+            }
+            let every = MAX_BATCH / (MAX_BATCH / copies as usize);
+            assert_eq!(lists.len(), 200 / (MAX_BATCH / copies as usize));
+            assert_eq!(signer.deadline(), Some(Instant::ZERO + FLUSH_AFTER));
+            assert_eq!(signer.poll_due(Instant::ZERO + FLUSH_AFTER / 2, &id), None);
+            signer.add(Instant::ZERO, &packet(200), &id);
+            let due = Instant::ZERO + FLUSH_AFTER;
+            while let Some(b) = signer.poll_due(due, &id) {
+                lists.push(open(&b).expect("batch").digests);
+            }
+            assert_eq!(signer.deadline(), None);
+            for i in 0..=200 {
+                let d = auth::symbol_digest(&packet(i));
+                let n = lists.iter().filter(|l| l.contains(&d)).count();
+                assert!(n >= every, "{copies} copies: packet {i} in {n} batches");
+            }
         }
         let len = 4 + 4 + 8 + 1 + MAX_BATCH * DIGEST_LEN + auth::SIGNATURE_LEN;
         assert_eq!(len, 1233);

@@ -66,6 +66,10 @@ pub struct ServerConfig {
     /// others accept. Needs the endpoint's identity key; about 2.6% of the
     /// rate.
     pub sign_symbols: bool,
+    /// With `sign_symbols`: in how many batches each packet is listed
+    /// (`--sign-copies`; more costs rate, fewer loses more packets at high
+    /// loss: `endpoint::signing`).
+    pub sign_copies: u8,
     /// Repairs and scheduled sends take turns when both are waiting, so no
     /// one client's repairs starve everybody else's requests (the study
     /// sends repairs first, always).
@@ -109,6 +113,7 @@ impl Default for ServerConfig {
             session_key: None,
             encrypt: false,
             sign_symbols: false,
+            sign_copies: crate::endpoint::signing::DEFAULT_COPIES,
             share_repairs: false,
             drop_orphans: false,
             repair_budget: None,

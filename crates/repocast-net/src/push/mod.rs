@@ -142,6 +142,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         opts.redundancy,
     )?;
     cfg.server.sign_symbols = opts.sign_symbols;
+    cfg.server.sign_copies = opts.sign_copies;
     let start = std::time::Instant::now();
     let version = next_version(0);
     let n = first.items.len();

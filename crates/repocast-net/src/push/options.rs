@@ -53,6 +53,9 @@ pub struct PushOptions {
     /// listeners take no forged symbol (`--sign-symbols`; about 2.6% of
     /// the rate).
     pub sign_symbols: bool,
+    /// With `sign_symbols`: batches listing each packet, 1 to 8
+    /// (`--sign-copies`; default 3; more for listeners at high loss).
+    pub sign_copies: u8,
     /// Erasure code.
     pub code: CodeKind,
     /// Bytes per symbol.
@@ -94,6 +97,7 @@ impl PushOptions {
             popularity: None,
             redundancy: None,
             sign_symbols: false,
+            sign_copies: repocast_core::endpoint::signing::DEFAULT_COPIES,
             code: p.code,
             symbol_size: p.symbol_size,
             max_block: None,
@@ -118,7 +122,7 @@ impl PushOptions {
         if self.redundancy.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             return Err(NetError::Setting("redundancy must be a positive number"));
         }
-        Ok(())
+        crate::settings::check_copies(self.sign_copies)
     }
 }
 
