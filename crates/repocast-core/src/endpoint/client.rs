@@ -16,7 +16,10 @@
 //! When the welcome hands over a session key, every datagram must carry
 //! a valid tag (and each announcement the pinned server's signature, if a
 //! key is pinned) before it is parsed further: anything else is counted as
-//! forged and dropped, and does not count as heard (`crate::auth`).
+//! forged and dropped, and does not count as heard (`crate::auth`). When
+//! the welcome (or, for a listener, the signed catalogue) says symbols are
+//! signed, a data packet that passed its tag also waits until a batch
+//! signed by the pinned key lists it ([`super::signing`]).
 
 use super::Channel;
 use super::signing::{BatchVerifier, Verdict, VerifierStats};
