@@ -21,7 +21,11 @@
 //!   [`open_announce`]): the same keyed tag (cheap, checked first, so a
 //!   flood of forgeries costs one hash each) and an Ed25519 signature by
 //!   the identity, so even a client holding the session key cannot forge
-//!   what the server announces.
+//!   what the server announces;
+//! - with signed symbols (`--sign-symbols`), batches of data packet
+//!   digests ([`symbol_digest`]) signed by the identity ([`sign_batch`],
+//!   [`open_batch`]; `endpoint::signing`), so that not even a holder of
+//!   the session key can forge a symbol another client accepts.
 //!
 //! Pure computation: keys come in from the driver (which draws them from
 //! the operating system), nothing here reads a clock or an RNG.
@@ -402,8 +406,8 @@ const BATCH_CONTEXT: &[u8] = b"repocast symbol batch\0";
 const DIGEST_CONTEXT: &[u8] = b"repocast symbol digest\0";
 
 /// The digest a signed batch lists for a data packet: BLAKE3 of the whole
-/// datagram as sent (tag and all), truncated to 128 bits (a forger would
-/// need a second preimage of it).
+/// datagram as sent (tag and all), truncated to 96 bits (a forger would
+/// need a second preimage of it while a receiver holds it).
 pub fn symbol_digest(datagram: &[u8]) -> [u8; crate::wire::batch::DIGEST_LEN] {
     let mut h = blake3::Hasher::new();
     h.update(DIGEST_CONTEXT);
