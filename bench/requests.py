@@ -7,7 +7,7 @@ replayed through tests/lab/lab.sh (a server and HOSTS client hosts on a
 bridge, multicast loss per host, a tbf cap on the server's link) against
 each system in one run:
 
-  repocast  `repocast serve` with its defaults; one `repocast get --out DIR
+  repocast  `repocast serve` with its defaults (or --serve-args); one `repocast get --out DIR
             FILES...` per request, started at its arrival time on its host
   http      nginx (Debian) serving the same folder; one `curl` per request
             fetching its files over one connection
@@ -106,7 +106,7 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits):
         trust = ["--trust", key + ".pub"]
         server = subprocess.Popen(lab(name, "exec", "srv", "--", a.bin, "serve", repo, "--key", key,
                                       "--interface", "eth0", "--listen", f"{SRV}:4700",
-                                      "--metrics", f"{SRV}:4703"),
+                                      "--metrics", f"{SRV}:4703", *a.serve_args.split()),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
             if subprocess.run(lab(name, "exec", "c1", "--", a.bin, "ls", "--server", SRV, *trust),
@@ -282,6 +282,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "requests"))
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before a run is cut off")
     ap.add_argument("--target", default=os.path.join(ROOT, "target", "release"))
+    ap.add_argument("--serve-args", default="", help="extra flags for `repocast serve`, e.g. '--batch-hold 4000'")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
     a = ap.parse_args()
     if os.geteuid() != 0:
@@ -341,7 +342,8 @@ def main():
     what = "median of {} runs".format(a.runs) if a.runs > 1 else "one run"
     lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "
              f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
-             f"{requested / 2**20:.0f} MiB requested; {what}", "",
+             f"{requested / 2**20:.0f} MiB requested; {what}"
+             + (f"; repocast serve {a.serve_args}" if a.serve_args else ""), "",
              "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers |",
              "|---|---|---|---|---|---|---|---|---|"]
     for system in systems:

@@ -19,6 +19,7 @@
 //! encrypt = false
 //! sign_symbols = false
 //! sign_copies = 3
+//! batch_hold_ms = 0            # the batching hold's cap; 0: off
 //! ```
 
 //! `repocast push --config FILE` reads the same way into `PushOptions`

@@ -105,6 +105,13 @@ pub struct ServeArgs {
     /// cannot read or forge what is sent after the next rotation [3600].
     #[arg(long, value_name = "SECONDS")]
     pub rekey_secs: Option<u64>,
+    /// Batching hold, up to MS milliseconds (0: off): an item waits, in
+    /// proportion to the work queued beside it, for more requests to join
+    /// its transmission. Fewer bytes on a busy link; the link may idle
+    /// meanwhile, and a burst of requests for different items waits too
+    /// [0, off].
+    #[arg(long, value_name = "MS")]
+    pub batch_hold: Option<u64>,
 }
 
 /// The scheme the flags name, if they name one.
@@ -183,6 +190,7 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
         o.tokens = a.tokens.clone();
     }
     o.rekey_secs = a.rekey_secs.unwrap_or(o.rekey_secs);
+    o.batch_hold_ms = a.batch_hold.unwrap_or(o.batch_hold_ms);
     o.validate().map_err(e)?;
     Ok(o)
 }

@@ -14,7 +14,7 @@ fn config_file_settings_apply_and_flags_win() {
     std::fs::write(
         &cfg,
         format!(
-            "dir = {:?}\nrate = \"250M\"\nlisten = \"127.0.0.1:0\"\nmetrics = \"off\"\nscheme = \"FEC(0.1)+R(5)\"\ninterface = \"127.0.0.1\"\ndata_group = \"239.255.47.151:4751\"\nannounce_group = \"239.255.47.152:4752\"\n",
+            "dir = {:?}\nrate = \"250M\"\nlisten = \"127.0.0.1:0\"\nmetrics = \"off\"\nscheme = \"FEC(0.1)+R(5)\"\ninterface = \"127.0.0.1\"\ndata_group = \"239.255.47.151:4751\"\nannounce_group = \"239.255.47.152:4752\"\nbatch_hold_ms = 2500\n",
             repo.display().to_string()
         ),
     )
@@ -34,7 +34,10 @@ fn config_file_settings_apply_and_flags_win() {
     let _ = child.wait();
     assert!(line.contains("rate 250.0 Mbit/s"), "{line}");
     assert!(line.contains("scheme FEC(0.1)+R(5)"), "{line}");
-    assert!(line.contains("scheduler FIFO"), "{line}");
+    assert!(
+        line.contains("scheduler FIFO with a batching hold of up to 2500 ms"),
+        "{line}"
+    );
     assert!(line.contains("1 items"), "{line}");
 }
 
@@ -51,6 +54,23 @@ fn an_unknown_key_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("unknown field"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_batching_hold_over_a_minute_is_a_usage_error() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let out = Command::new(env!("CARGO_BIN_EXE_repocast"))
+        .arg("serve")
+        .arg(dir.path())
+        .args(["--batch-hold", "60001"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("batch-hold must be at most 60000 ms"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

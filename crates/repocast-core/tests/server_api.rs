@@ -21,15 +21,19 @@ fn server(scheme: &str) -> Server {
         payloads: false,
         ..ServerConfig::default()
     };
-    let items = (0..3)
+    Server::new(cfg, three_items()).expect("server")
+}
+
+/// Three items of 640 bytes (10 symbols each), accounting mode.
+fn three_items() -> Vec<ItemInfo> {
+    (0..3)
         .map(|i| ItemInfo {
             name: format!("f{i}"),
             size: 640,
             hash: [0; 32],
             block_hashes: vec![],
         })
-        .collect();
-    Server::new(cfg, items).expect("server")
+        .collect()
 }
 
 /// Drains everything due by `now`, returning announcements and control messages.
@@ -445,4 +449,38 @@ fn a_withdrawn_token_closes_its_connections_with_a_reason() {
     assert_eq!(ep.set_tokens(now, Some(Vec::new())), 2);
     assert_eq!(ep.connections(), 0);
     assert_eq!(ep.stats().revoked, 3);
+}
+
+/// With the batching hold, two requests for different items arriving
+/// together are both held for 0.75 of the other's one-copy time (10
+/// packets of 1 ms): the server sends nothing and sleeps until the first
+/// hold ends; a new request wakes it to decide again; when the hold ends
+/// it sends, and counts the link time it left idle.
+#[test]
+fn a_held_server_sleeps_until_the_hold_ends_and_wakes_for_news() {
+    let mut cfg = server("FEC(0)+R(inf)").config().clone();
+    cfg.batch_hold = Some(Duration::from_secs(1));
+    let mut s = Server::new(cfg, three_items()).expect("server");
+    let ms = |n: u64| Instant::from_micros(n * 1000);
+    let ask = |s: &mut Server, at: Instant, item: u32| {
+        let c = s.handle_connect(at);
+        let items = vec![ItemSel::Id(ItemId(item))];
+        s.handle_client_msg(at, c, ClientMsg::Request { items });
+    };
+    ask(&mut s, ms(0), 0);
+    ask(&mut s, ms(0), 1);
+    assert_eq!(drain(&mut s, ms(0)).2, 0);
+    assert_eq!(s.poll_timeout(), Some(Instant::from_micros(7_500)));
+    assert_eq!(s.stats().holds, 1);
+    // A third item at 1 ms: the server must decide again now, and every
+    // hold is longer (0.75 x 20 ms of other items).
+    ask(&mut s, ms(1), 2);
+    assert!(s.poll_timeout().is_some_and(|t| t <= ms(1)));
+    assert_eq!(drain(&mut s, ms(1)).2, 0);
+    assert_eq!(s.poll_timeout(), Some(ms(15)));
+    let (ann, _, data) = drain(&mut s, ms(15));
+    assert_eq!(data, 1, "the first packet goes out when the hold ends");
+    assert_eq!(ann.first().map(|a| a.item), Some(ItemId(0)));
+    assert_eq!(s.stats().holds, 1);
+    assert_eq!(s.stats().hold_idle_us, 15_000);
 }

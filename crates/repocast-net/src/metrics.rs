@@ -113,6 +113,18 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "batch_holds_total",
+        "Times the batching hold left the link idle (--batch-hold).",
+        t.holds,
+    );
+    gauge(
+        &mut o,
+        "batch_hold_idle_seconds",
+        "Link time the batching hold left idle so far.",
+        t.hold_idle_us as f64 / 1e6,
+    );
+    counter(
+        &mut o,
         "bad_requests_total",
         "Control messages refused.",
         t.bad_requests,

@@ -126,6 +126,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.encrypt = opts.encrypt;
     cfg.sign_symbols = opts.sign_symbols;
     cfg.sign_copies = opts.sign_copies;
+    cfg.batch_hold = (opts.batch_hold_ms > 0).then(|| Duration::from_millis(opts.batch_hold_ms));
     cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
     cfg.channels = Channels {
         data: Some(opts.data_group),
@@ -154,7 +155,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let total: u64 = repo.files.iter().map(|f| f.size).sum();
     let banner = format!(
-        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}, code {}{}",
+        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}{}, code {}{}",
         opts.dir.display(),
         repo.files.len(),
         total as f64 / (1 << 20) as f64,
@@ -170,6 +171,10 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         opts.rate_bps as f64 / 1e6,
         opts.scheme,
         opts.scheduler.name(),
+        match opts.batch_hold_ms {
+            0 => String::new(),
+            ms => format!(" with a batching hold of up to {ms} ms"),
+        },
         code.name(),
         metrics_addr.map_or(String::new(), |a| format!(", metrics http://{a}/metrics")),
     ) + &format!("; key {key}");

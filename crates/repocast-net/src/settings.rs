@@ -87,7 +87,16 @@ pub struct ServeOptions {
     /// Seconds between session key rotations (0: never). A client that
     /// left stops being able to read or forge packets at the next one.
     pub rekey_secs: u64,
+    /// The batching hold's cap in milliseconds (`--batch-hold`; 0: off,
+    /// the default). With it an item may wait, up to this long, for more
+    /// requests to join its transmission, leaving the link idle meanwhile
+    /// (`repocast_core::sched::hold`): fewer bytes, more delay at light
+    /// load. At most [`MAX_BATCH_HOLD_MS`].
+    pub batch_hold_ms: u64,
 }
+
+/// Longest batching hold accepted, in milliseconds.
+pub const MAX_BATCH_HOLD_MS: u64 = 60_000;
 
 impl Default for ServeOptions {
     /// The defaults, with no repository folder yet.
@@ -151,6 +160,7 @@ impl ServeOptions {
             sign_copies: signing::DEFAULT_COPIES,
             tokens: None,
             rekey_secs: 3600,
+            batch_hold_ms: 0,
         }
     }
 }
@@ -167,6 +177,9 @@ impl ServeOptions {
         check_groups(self.data_group, self.announce_group)?;
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
+        }
+        if self.batch_hold_ms > MAX_BATCH_HOLD_MS {
+            return Err(NetError::Setting("batch-hold must be at most 60000 ms"));
         }
         check_copies(self.sign_copies)
     }

@@ -7,7 +7,9 @@
 //!
 //! LOSS is one loss for every host or a comma list cycled over the hosts.
 //! KEY=VALUE: `gap=` mean seconds between a host's requests, `files=`,
-//! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`.
+//! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`;
+//! and of the server, `hold=MS`: the batching hold's cap (`serve
+//! --batch-hold`; off unless given).
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -44,8 +46,13 @@ fn main() {
         })
         .collect();
     let rate = (rate_mbps * 1e6) as u64;
+    let hold = (args.iter().filter_map(|a| a.strip_prefix("hold=")))
+        .filter_map(|v| v.parse().ok())
+        .find(|&ms| ms > 0)
+        .map(std::time::Duration::from_millis);
     let tweak = |c: &mut repocast_core::server::ServerConfig| {
         c.seed = seed;
+        c.batch_hold = hold;
         let _ = c.set_rate(rate, false);
     };
     let Ok(mut lan) = VirtualLan::new(Profile::Lan, tweak, files.clone(), LossSpec::NONE) else {
@@ -112,12 +119,14 @@ fn main() {
         fu.0, fu.1, fu.2, fu.3
     );
     println!(
-        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
+        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, held idle {:.1} s ({} holds), last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
         w.item_requests() as f64 / sends.max(1) as f64,
         st.repair_transmissions,
         st.repair_packets,
         st.report_timeouts,
         wire / requested,
+        st.hold_idle_us as f64 / 1e6,
+        st.holds,
         lan.now.as_micros() as f64 / 1e6,
     );
 }

@@ -73,6 +73,10 @@ pub struct DemandTable {
     clients: FastMap<ClientId, ClientDemand>,
     items: Vec<ItemDemand>,
     active: BTreeSet<ItemId>,
+    /// Waiting items the batching hold keeps back for now (`super::hold`).
+    held: BTreeSet<ItemId>,
+    /// Bumped whenever somebody starts or stops waiting for something.
+    changes: u64,
     transmissions: u64,
 }
 
@@ -84,6 +88,8 @@ impl DemandTable {
             clients: Default::default(),
             items: vec![ItemDemand::default(); items as usize],
             active: BTreeSet::new(),
+            held: BTreeSet::new(),
+            changes: 0,
             transmissions: 0,
         }
     }
@@ -96,6 +102,23 @@ impl DemandTable {
     /// Items that some client waits for, ascending.
     pub fn active(&self) -> impl Iterator<Item = ItemId> + '_ {
         self.active.iter().copied()
+    }
+
+    /// Waiting items a request-mode scheduler may choose from: all of
+    /// [`DemandTable::active`] but those the batching hold keeps back.
+    pub fn eligible(&self) -> impl Iterator<Item = ItemId> + '_ {
+        self.active.difference(&self.held).copied()
+    }
+
+    /// Sets the items the batching hold keeps back (`super::hold::apply`).
+    pub fn set_held(&mut self, held: BTreeSet<ItemId>) {
+        self.held = held;
+    }
+
+    /// A counter that moves whenever a wait starts or ends, so a decision
+    /// taken on the table (a hold's end) can tell it is out of date.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// R_i: clients waiting for `item`.
@@ -209,6 +232,7 @@ impl DemandTable {
                 continue;
             };
             c.waiting.insert(at, (item, since));
+            self.changes += 1;
             d.waiters.insert(client);
             d.add_key(key);
             d.by_time.insert((since, client));
@@ -226,6 +250,7 @@ impl DemandTable {
             return;
         };
         let (_, since) = c.waiting.remove(at);
+        self.changes += 1;
         let key = c.key;
         if let Some(d) = self.items.get_mut(item.0 as usize) {
             d.waiters.remove(&client);

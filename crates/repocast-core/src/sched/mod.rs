@@ -5,9 +5,11 @@
 //! item. Request-mode schedulers ([`scores`]) score items with demand: R/Q
 //! (the default), R/(Q/fill), FIFO, most-requested and RxW. Push-mode
 //! schedulers ([`push`]) cycle the whole catalogue: MAD and the flat
-//! carousel. Every scheduler breaks ties by the lowest item id.
+//! carousel. Every scheduler breaks ties by the lowest item id. The opt-in
+//! batching [`hold`] keeps items back from the request-mode schedulers.
 
 pub mod demand;
+pub mod hold;
 pub mod push;
 pub mod scores;
 

@@ -7,11 +7,12 @@
 use super::{DemandTable, QKey, Scheduler};
 use crate::{Instant, ItemId};
 
-/// The item with the largest score (ties: the lowest id, as items are
-/// scanned in ascending order and only a strictly larger score wins).
+/// The eligible item with the largest score (ties: the lowest id, as
+/// items are scanned in ascending order and only a strictly larger score
+/// wins).
 pub fn best(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
     let mut top: Option<(f64, ItemId)> = None;
-    for item in table.active() {
+    for item in table.eligible() {
         let s = score(item);
         if top.is_none_or(|(b, _)| s > b) {
             top = Some((s, item));

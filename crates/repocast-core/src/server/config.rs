@@ -84,6 +84,12 @@ pub struct ServerConfig {
     /// Push mode: item data one pass interleaves over at a time (the
     /// encoders the server holds; SPEC 3.6).
     pub push_span_bytes: u64,
+    /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
+    /// `crate::sched::hold`). An item waits up to this long, in proportion
+    /// to the work queued beside it, for more requests to join its
+    /// transmission; the link may idle meanwhile. `None` (the default):
+    /// work-conserving, the link never idles while anyone waits.
+    pub batch_hold: Option<Duration>,
 }
 
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
@@ -118,6 +124,7 @@ impl Default for ServerConfig {
             drop_orphans: false,
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
+            batch_hold: None,
         }
     }
 }
@@ -259,6 +266,11 @@ pub struct ServerStats {
     pub report_timeouts: u64,
     /// Data packets added to scheduled sends after early loss reports.
     pub grown_packets: u64,
+    /// Times the link went idle because the batching hold kept back every
+    /// waiting item.
+    pub holds: u64,
+    /// Microseconds the link spent idle that way.
+    pub hold_idle_us: u64,
 }
 
 /// What the server knows about one client.

@@ -24,7 +24,7 @@ pub use config::{
 use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::policy::FecPolicy;
-use crate::sched::{DemandTable, Scheduler};
+use crate::sched::{DemandTable, Scheduler, hold};
 use crate::wire::control::CatalogueEntry;
 use crate::wire::{AnnounceKind, AnnounceRepr, FecParams, ManifestEntry, ServerMsg};
 use crate::{ClientId, Instant, ItemId, TransmissionId};
@@ -149,6 +149,11 @@ pub struct Server {
     outbox: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
     next_send: Instant,
+    /// The batching hold keeps every waiting item back until this time,
+    /// decided when the demand table's change counter had this value.
+    hold_until: Option<(Instant, u64)>,
+    /// Since when the link has been idle for the hold.
+    held_since: Option<Instant>,
     nak_window_max: Duration,
     naks_this_round: u32,
     stats: ServerStats,
@@ -225,6 +230,8 @@ impl Server {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             next_send: Instant::ZERO,
+            hold_until: None,
+            held_since: None,
             naks_this_round: 0,
             stats: ServerStats::default(),
             awaiting: FastMap::default(),
@@ -424,10 +431,19 @@ impl Server {
             || self.demand.active().next().is_some()
             || self.cfg.scheduler.is_push();
         let report = self.report_deadlines.peek().map(|r| r.0.0);
-        [busy.then_some(self.next_send), report]
-            .into_iter()
-            .flatten()
-            .min()
+        // Held back: the next decision is due when the first hold ends,
+        // unless somebody started or stopped waiting since.
+        let send = match self.hold_until {
+            Some((until, changes))
+                if self.current.is_none()
+                    && self.repairs.is_empty()
+                    && changes == self.demand.changes() =>
+            {
+                until.max(self.next_send)
+            }
+            _ => self.next_send,
+        };
+        [busy.then_some(send), report].into_iter().flatten().min()
     }
 
     /// The next event, if any.
@@ -548,6 +564,33 @@ impl Server {
     }
 
     fn start_next(&mut self, now: Instant) {
+        self.hold_until = None;
+        if let Some(cap) = self
+            .cfg
+            .batch_hold
+            .filter(|_| !self.cfg.scheduler.is_push())
+        {
+            let (items, iv) = (&self.items, self.cfg.packet_interval);
+            let copy_time = |i: ItemId| {
+                let n = items.get(i.0 as usize).map_or(0, |s| s.layout.symbols());
+                iv.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
+            };
+            let wake = hold::apply(&mut self.demand, cap, now, copy_time);
+            self.hold_until = wake.map(|w| (w, self.demand.changes()));
+        }
+        self.start_scheduled_or_repair(now);
+        // Account for the link time the hold leaves idle.
+        if self.current.is_some() || self.hold_until.is_none() {
+            if let Some(since) = self.held_since.take() {
+                self.stats.hold_idle_us += now.saturating_since(since).as_micros() as u64;
+            }
+        } else if self.held_since.is_none() {
+            self.held_since = Some(now);
+            self.stats.holds += 1;
+        }
+    }
+
+    fn start_scheduled_or_repair(&mut self, now: Instant) {
         // With shared repairs, a repair after a repair waits for a
         // scheduled send if anybody is waiting for one.
         let new_turn =

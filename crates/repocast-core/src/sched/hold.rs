@@ -1,0 +1,112 @@
+//! The batching hold: an opt-in trade of delay for bytes on the link
+//! (`serve --batch-hold MS`, [`crate::server::ServerConfig::batch_hold`]).
+//!
+//! Without it the server is work-conserving: whenever anyone waits, the
+//! data channel carries the scheduler's best item at once. Under load that
+//! keeps the link busy the whole time requests arrive, so the bytes sent
+//! are that busy time times the rate, whatever the scheduler. Holding an
+//! item back a little lets more requests for it arrive and share one
+//! transmission ("batching", as video-on-demand servers do), at the price
+//! of leaving the link idle while every waiting item is held.
+//!
+//! The rule: an item becomes eligible once its oldest request has waited
+//! `min(cap, HOLD_SHARE x the one-copy link time of the other waiting
+//! items)`. So a request alone on an idle server is sent at once (nothing
+//! else waits), an item waits longer the more work is queued beside it,
+//! and never more than `cap`. The server's scheduler then chooses among
+//! the eligible items only; when none is, the server idles until the first
+//! hold ends (or an input changes the picture). Repairs are never held.
+//! The costs are measured in `docs/benchmarks.md`: a burst of requests for
+//! different items on an idle link waits up to `cap` too.
+
+use super::DemandTable;
+use crate::{Instant, ItemId};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The share of the other waiting items' one-copy link time an item is
+/// held for (before the cap).
+pub const HOLD_SHARE: f64 = 0.75;
+
+/// Marks in `table` the waiting items still held at `now` (the scheduler
+/// skips them) and returns when the earliest of those holds ends, or
+/// `None` if no item is held. `copy_time` is an item's one-copy link time
+/// (its symbols times the packet interval).
+pub fn apply(
+    table: &mut DemandTable,
+    cap: Duration,
+    now: Instant,
+    copy_time: impl Fn(ItemId) -> Duration,
+) -> Option<Instant> {
+    let times: Vec<(ItemId, Duration)> = table.active().map(|i| (i, copy_time(i))).collect();
+    let total: Duration = times.iter().map(|(_, t)| *t).sum();
+    let mut held = BTreeSet::new();
+    let mut wake: Option<Instant> = None;
+    for (item, own) in times {
+        let others = total.saturating_sub(own).mul_f64(HOLD_SHARE);
+        let Some(oldest) = table.oldest_request(item) else {
+            continue;
+        };
+        let due = oldest + others.min(cap);
+        if due > now {
+            held.insert(item);
+            wake = Some(wake.map_or(due, |w| w.min(due)));
+        }
+    }
+    table.set_held(held);
+    wake
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ClientId;
+    use crate::sched::QKey;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn at(n: u64) -> Instant {
+        Instant::ZERO + ms(n)
+    }
+
+    #[test]
+    fn a_lone_request_is_never_held() {
+        let mut t = DemandTable::new(4, QKey::Count);
+        t.add_wait(ClientId(1), ItemId(2), at(0));
+        assert_eq!(apply(&mut t, ms(4000), at(0), |_| ms(800)), None);
+        assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(2)]);
+    }
+
+    #[test]
+    fn items_wait_for_a_share_of_the_others_up_to_the_cap() {
+        let mut t = DemandTable::new(4, QKey::Count);
+        // Item 0 (400 ms a copy) and item 1 (2,000 ms) asked for at 0.
+        t.add_wait(ClientId(1), ItemId(0), at(0));
+        t.add_wait(ClientId(2), ItemId(1), at(0));
+        let cost = |i: ItemId| if i == ItemId(0) { ms(400) } else { ms(2000) };
+        // Item 0 waits 0.75 x 2,000 = 1,500 ms, item 1 0.75 x 400 = 300.
+        assert_eq!(apply(&mut t, ms(4000), at(0), cost), Some(at(300)));
+        assert_eq!(t.eligible().count(), 0);
+        assert_eq!(apply(&mut t, ms(4000), at(300), cost), Some(at(1500)));
+        assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(1)]);
+        assert_eq!(apply(&mut t, ms(4000), at(1500), cost), None);
+        assert_eq!(t.eligible().count(), 2);
+        // A 1 s cap bounds the longer hold.
+        assert_eq!(apply(&mut t, ms(1000), at(0), cost), Some(at(300)));
+        assert_eq!(apply(&mut t, ms(1000), at(300), cost), Some(at(1000)));
+    }
+
+    #[test]
+    fn the_hold_counts_from_the_oldest_request() {
+        let mut t = DemandTable::new(4, QKey::Count);
+        t.add_wait(ClientId(1), ItemId(0), at(0));
+        t.add_wait(ClientId(2), ItemId(1), at(900));
+        t.add_wait(ClientId(3), ItemId(0), at(950));
+        let cost = |_| ms(1000);
+        // Item 0's hold (750 ms) ran out at 750 ms; item 1's ends at 1,650.
+        assert_eq!(apply(&mut t, ms(4000), at(1000), cost), Some(at(1650)));
+        assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(0)]);
+    }
+}
