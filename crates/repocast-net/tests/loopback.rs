@@ -304,6 +304,7 @@ async fn metrics_and_status_are_served_while_running() {
     let m = fetch("/metrics").await;
     assert!(m.starts_with("HTTP/1.0 200"), "{m}");
     assert!(m.contains("# TYPE repocast_naks_total counter"), "{m}");
+    assert!(m.contains("repocast_batch_holds_total 0"), "{m}");
     let s = fetch("/status").await;
     assert!(
         s.contains("\"items\":1") && s.contains("\"scheme\":\"FEC(0)+R(inf)\""),
@@ -450,4 +451,35 @@ async fn a_receiver_reads_only_the_items_it_asked_for() {
     );
     assert!(a.datagrams >= large_packets);
     srv.stop().await.expect("stop");
+}
+
+/// `serve --batch-hold`: one request for two items holds both for a share
+/// of the other's link time before the first goes out (the server sleeps
+/// through the hold, then sends), and both arrive identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_a_batching_hold_holds_then_delivers() {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), &[("a", 2_000_000), ("b", 1_000_000)], 9);
+    let mut o = serve_opts(repo.path(), "FEC(maxloss+0.02)+R(inf)");
+    o.batch_hold_ms = 2000;
+    let srv = server::start(o).await.expect("serve");
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(&srv, out.path(), &["a", "b"], 0.1, 3), None)
+        .await
+        .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    for name in ["a", "b"] {
+        assert!(
+            same(&repo.path().join(name), &out.path().join(name)),
+            "{name}"
+        );
+    }
+    let stats = srv.stop().await.expect("stop");
+    assert!(stats.holds >= 1, "{stats:?}");
+    // Held for 0.75 of the other item's link time (tens of ms at 200
+    // Mbit/s), never past the cap.
+    assert!(
+        stats.hold_idle_us > 0 && stats.hold_idle_us <= 2_000_000 * stats.holds,
+        "{stats:?}"
+    );
 }
