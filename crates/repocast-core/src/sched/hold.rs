@@ -39,7 +39,7 @@ pub fn apply(
     copy_time: impl Fn(ItemId) -> Duration,
 ) -> Option<Instant> {
     let times: Vec<(ItemId, Duration)> = table.active().map(|i| (i, copy_time(i))).collect();
-    let total: Duration = times.iter().map(|(_, t)| *t).sum();
+    let total = (times.iter()).fold(Duration::ZERO, |a, (_, t)| a.saturating_add(*t));
     let mut held = BTreeSet::new();
     let mut wake: Option<Instant> = None;
     for (item, own) in times {
