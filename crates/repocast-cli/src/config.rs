@@ -19,7 +19,9 @@
 //! encrypt = false
 //! sign_symbols = false
 //! sign_copies = 3
-//! batch_hold_ms = 0            # the batching hold's cap; 0: off
+//! batch_hold_ms = 4000         # the batching hold's cap; 0: off
+//! batch_hold_after_ms = 4000   # ...once busy this long; 0: always
+//! batch_hold_idle = false      # true: the link may idle for it
 //! ```
 
 //! `repocast push --config FILE` reads the same way into `PushOptions`

@@ -105,13 +105,22 @@ pub struct ServeArgs {
     /// cannot read or forge what is sent after the next rotation [3600].
     #[arg(long, value_name = "SECONDS")]
     pub rekey_secs: Option<u64>,
-    /// Batching hold, up to MS milliseconds (0: off): an item waits, in
-    /// proportion to the work queued beside it, for more requests to join
-    /// its transmission. Fewer bytes on a busy link; the link may idle
-    /// meanwhile, and a burst of requests for different items waits too
-    /// [0, off].
+    /// Batching hold, up to MS milliseconds (0: off): on a busy server an
+    /// item just asked for waits, in proportion to the work queued beside
+    /// it, behind items asked for long ago, so more requests join its
+    /// transmission and the tail of delays shortens [4000].
     #[arg(long, value_name = "MS")]
     pub batch_hold: Option<u64>,
+    /// The batching hold engages only once the server has had work
+    /// without a break for MS milliseconds (0: from the first request)
+    /// [4000].
+    #[arg(long, value_name = "MS")]
+    pub batch_hold_after: Option<u64>,
+    /// When every waiting item is held, leave the link idle until the
+    /// first hold ends: fewer bytes sent, more delay (without it the
+    /// link never idles while anyone waits).
+    #[arg(long)]
+    pub batch_hold_idle: bool,
 }
 
 /// The scheme the flags name, if they name one.
@@ -191,6 +200,8 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     }
     o.rekey_secs = a.rekey_secs.unwrap_or(o.rekey_secs);
     o.batch_hold_ms = a.batch_hold.unwrap_or(o.batch_hold_ms);
+    o.batch_hold_after_ms = a.batch_hold_after.unwrap_or(o.batch_hold_after_ms);
+    o.batch_hold_idle |= a.batch_hold_idle;
     o.validate().map_err(e)?;
     Ok(o)
 }

@@ -9,7 +9,9 @@
 //!   well under a millisecond); repairs sized for one round per NAKing
 //!   receiver; receivers send an early loss report into long transmissions;
 //!   each announcement is sent three times (the announcement channel is
-//!   multicast and may lose packets too).
+//!   multicast and may lose packets too). Once the server has had work
+//!   without a break for 4 s, the batching hold (`crate::sched::hold`,
+//!   up to 4 s) lets more requests join an item before it is sent.
 //! - [`Profile::Study`]: the published study's settings, which the
 //!   simulator's sweeps reproduce: `FEC(0.01R)+R(0)`, the base case's
 //!   30-210 ms NAK window, repairs sized by the largest NAK alone, no early
@@ -92,6 +94,8 @@ impl Profile {
                     share_repairs: true,
                     drop_orphans: true,
                     repair_budget: Some(REPAIR_BUDGET),
+                    batch_hold: Some(BATCH_HOLD),
+                    batch_hold_after: BATCH_HOLD,
                     ..ServerConfig::default()
                 };
                 // 100 Mbit/s is in range: this cannot fail.
@@ -153,6 +157,10 @@ impl Profile {
 /// item's size: a receiver at 50% loss asks for about one item's worth in
 /// all (its needs halve each round), so eight is far past any honest one.
 pub const REPAIR_BUDGET: u32 = 8;
+
+/// The shipped batching hold ([`Profile::Lan`]): its cap, and how long the
+/// server must have had work without a break before it engages.
+pub const BATCH_HOLD: Duration = Duration::from_secs(4);
 
 /// `FEC(maxloss+0.02)+R(inf)+notify`, the scheme `repocast serve` ships.
 pub fn lan_scheme() -> Scheme {

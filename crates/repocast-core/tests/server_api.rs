@@ -460,6 +460,8 @@ fn a_withdrawn_token_closes_its_connections_with_a_reason() {
 fn a_held_server_sleeps_until_the_hold_ends_and_wakes_for_news() {
     let mut cfg = server("FEC(0)+R(inf)").config().clone();
     cfg.batch_hold = Some(Duration::from_secs(1));
+    cfg.batch_hold_after = Duration::ZERO;
+    cfg.batch_hold_idle = true;
     let mut s = Server::new(cfg, three_items()).expect("server");
     let ms = |n: u64| Instant::from_micros(n * 1000);
     let ask = |s: &mut Server, at: Instant, item: u32| {
@@ -483,4 +485,57 @@ fn a_held_server_sleeps_until_the_hold_ends_and_wakes_for_news() {
     assert_eq!(ann.first().map(|a| a.item), Some(ItemId(0)));
     assert_eq!(s.stats().holds, 1);
     assert_eq!(s.stats().hold_idle_us, 15_000);
+}
+
+/// The hold's gate and its two modes. Item 0 is asked for at 0 ms and
+/// sent at once (alone on an idle server); its ten packets end at 9 ms.
+/// What goes next depends on the hold:
+/// - gate closed (the server busy for less than `batch_hold_after`):
+///   the scheduler's choice, at once;
+/// - gate open, items 1 and 2 both asked for at 5 ms, so both held until
+///   5 + 0.75 x 10 ms: with `batch_hold_idle` the link idles until then,
+///   without it the best goes at once anyway;
+/// - gate open, item 1 asked for at 1 ms by one client and item 2 at 8 ms
+///   by three (the scheduler's favourite): item 2 is held, item 1 goes
+///   first; with the gate closed item 2 goes first.
+#[test]
+fn the_hold_engages_after_sustained_load_and_idles_only_if_asked() {
+    let next = |after_ms: u64, idle: bool, asks: &[(u64, u32)]| -> Option<(u64, ItemId)> {
+        let mut cfg = server("FEC(0)+R(inf)").config().clone();
+        cfg.batch_hold = Some(Duration::from_secs(1));
+        cfg.batch_hold_after = Duration::from_millis(after_ms);
+        cfg.batch_hold_idle = idle;
+        let mut s = Server::new(cfg, three_items()).expect("server");
+        let ms = |n: u64| Instant::from_micros(n * 1000);
+        let ask = |s: &mut Server, at: u64, item: u32| {
+            let c = s.handle_connect(ms(at));
+            let items = vec![ItemSel::Id(ItemId(item))];
+            s.handle_client_msg(ms(at), c, ClientMsg::Request { items });
+        };
+        ask(&mut s, 0, 0);
+        assert_eq!(drain(&mut s, ms(0)).2, 1);
+        for t in 1..=40 {
+            for &(_, item) in asks.iter().filter(|a| a.0 == t) {
+                ask(&mut s, t, item);
+            }
+            let (ann, _, _) = drain(&mut s, ms(t));
+            if let Some(a) = ann.iter().find(|a| a.item != ItemId(0)) {
+                return Some((t, a.item));
+            }
+        }
+        None
+    };
+    let together = [(5, 1), (5, 2)];
+    let free = next(1000, true, &together).expect("sent");
+    assert_eq!(free.0, 9, "item 0's tenth packet goes at 9 ms");
+    assert_eq!(
+        next(3, true, &together),
+        Some((13, free.1)),
+        "held to 12.5 ms"
+    );
+    assert_eq!(next(3, false, &together), Some(free));
+    let apart = [(1, 1), (8, 2), (8, 2), (8, 2)];
+    assert_eq!(next(1000, false, &apart), Some((9, ItemId(2))));
+    assert_eq!(next(3, false, &apart), Some((9, ItemId(1))));
+    assert_eq!(next(3, true, &apart), Some((9, ItemId(1))));
 }

@@ -127,6 +127,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.sign_symbols = opts.sign_symbols;
     cfg.sign_copies = opts.sign_copies;
     cfg.batch_hold = (opts.batch_hold_ms > 0).then(|| Duration::from_millis(opts.batch_hold_ms));
+    cfg.batch_hold_after = Duration::from_millis(opts.batch_hold_after_ms);
+    cfg.batch_hold_idle = opts.batch_hold_idle;
     cfg.set_rate(opts.rate_bps, opts.data_group.is_ipv6())?;
     cfg.channels = Channels {
         data: Some(opts.data_group),
@@ -171,9 +173,16 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         opts.rate_bps as f64 / 1e6,
         opts.scheme,
         opts.scheduler.name(),
-        match opts.batch_hold_ms {
-            0 => String::new(),
-            ms => format!(" with a batching hold of up to {ms} ms"),
+        match (opts.batch_hold_ms, opts.batch_hold_after_ms) {
+            (0, _) => String::new(),
+            (ms, after) => format!(
+                " with a batching hold of up to {ms} ms after {after} ms of load{}",
+                if opts.batch_hold_idle {
+                    ", idling the link"
+                } else {
+                    ""
+                }
+            ),
         },
         code.name(),
         metrics_addr.map_or(String::new(), |a| format!(", metrics http://{a}/metrics")),

@@ -87,12 +87,22 @@ pub struct ServeOptions {
     /// Seconds between session key rotations (0: never). A client that
     /// left stops being able to read or forge packets at the next one.
     pub rekey_secs: u64,
-    /// The batching hold's cap in milliseconds (`--batch-hold`; 0: off,
-    /// the default). With it an item may wait, up to this long, for more
-    /// requests to join its transmission, leaving the link idle meanwhile
-    /// (`repocast_core::sched::hold`): fewer bytes, more delay at light
-    /// load. At most [`MAX_BATCH_HOLD_MS`].
+    /// The batching hold's cap in milliseconds (`--batch-hold`; 0: off;
+    /// shipped: 4000, [`repocast_core::profile::BATCH_HOLD`]). An item may
+    /// wait, up to this long, for more requests to join its transmission,
+    /// leaving the link idle meanwhile (`repocast_core::sched::hold`):
+    /// fewer bytes and a shorter tail on a busy link. At most
+    /// [`MAX_BATCH_HOLD_MS`].
     pub batch_hold_ms: u64,
+    /// The hold engages only once the server has had work without a break
+    /// for this many milliseconds (`--batch-hold-after`; shipped: 4000;
+    /// 0: from the first request). At most [`MAX_BATCH_HOLD_MS`].
+    pub batch_hold_after_ms: u64,
+    /// When every waiting item is held, idle the link until the first
+    /// hold ends (`--batch-hold-idle`: fewer bytes on the link, more
+    /// delay). Off, as shipped: the hold only reorders, and the link never
+    /// idles while anyone waits.
+    pub batch_hold_idle: bool,
 }
 
 /// Longest batching hold accepted, in milliseconds.
@@ -160,7 +170,9 @@ impl ServeOptions {
             sign_copies: signing::DEFAULT_COPIES,
             tokens: None,
             rekey_secs: 3600,
-            batch_hold_ms: 0,
+            batch_hold_ms: lan.batch_hold.map_or(0, |d| d.as_millis() as u64),
+            batch_hold_after_ms: lan.batch_hold_after.as_millis() as u64,
+            batch_hold_idle: lan.batch_hold_idle,
         }
     }
 }
@@ -180,6 +192,11 @@ impl ServeOptions {
         }
         if self.batch_hold_ms > MAX_BATCH_HOLD_MS {
             return Err(NetError::Setting("batch-hold must be at most 60000 ms"));
+        }
+        if self.batch_hold_after_ms > MAX_BATCH_HOLD_MS {
+            return Err(NetError::Setting(
+                "batch-hold-after must be at most 60000 ms",
+            ));
         }
         check_copies(self.sign_copies)
     }

@@ -453,15 +453,18 @@ async fn a_receiver_reads_only_the_items_it_asked_for() {
     srv.stop().await.expect("stop");
 }
 
-/// `serve --batch-hold`: one request for two items holds both for a share
-/// of the other's link time before the first goes out (the server sleeps
-/// through the hold, then sends), and both arrive identical.
+/// `serve --batch-hold 2000 --batch-hold-after 0 --batch-hold-idle`: one
+/// request for two items holds both for a share of the other's link time
+/// before the first goes out (the server sleeps through the hold, then
+/// sends), and both arrive identical.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_a_batching_hold_holds_then_delivers() {
     let repo = tempfile::tempdir().expect("tmp");
     write_repo(repo.path(), &[("a", 2_000_000), ("b", 1_000_000)], 9);
     let mut o = serve_opts(repo.path(), "FEC(maxloss+0.02)+R(inf)");
     o.batch_hold_ms = 2000;
+    o.batch_hold_after_ms = 0;
+    o.batch_hold_idle = true;
     let srv = server::start(o).await.expect("serve");
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["a", "b"], 0.1, 3), None)

@@ -9,7 +9,9 @@
 //! KEY=VALUE: `gap=` mean seconds between a host's requests, `files=`,
 //! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`;
 //! and of the server, `hold=MS`: the batching hold's cap (`serve
-//! --batch-hold`; off unless given).
+//! --batch-hold`; 0: off), `after=MS`: its gate (`--batch-hold-after`),
+//! and `idle=1`: it may idle the link (`--batch-hold-idle`); as shipped
+//! unless given.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -46,13 +48,21 @@ fn main() {
         })
         .collect();
     let rate = (rate_mbps * 1e6) as u64;
-    let hold = (args.iter().filter_map(|a| a.strip_prefix("hold=")))
-        .filter_map(|v| v.parse().ok())
-        .find(|&ms| ms > 0)
-        .map(std::time::Duration::from_millis);
+    let ms = |key: &str| {
+        (args.iter().filter_map(|a| a.strip_prefix(key)))
+            .find_map(|v| v.parse().ok())
+            .map(std::time::Duration::from_millis)
+    };
+    let (hold, after) = (ms("hold="), ms("after="));
     let tweak = |c: &mut repocast_core::server::ServerConfig| {
         c.seed = seed;
-        c.batch_hold = hold;
+        if let Some(cap) = hold {
+            c.batch_hold = Some(cap).filter(|d| !d.is_zero());
+        }
+        if let Some(a) = after {
+            c.batch_hold_after = a;
+        }
+        c.batch_hold_idle |= args.iter().any(|a| a == "idle=1");
         let _ = c.set_rate(rate, false);
     };
     let Ok(mut lan) = VirtualLan::new(Profile::Lan, tweak, files.clone(), LossSpec::NONE) else {

@@ -1,23 +1,33 @@
-//! The batching hold: an opt-in trade of delay for bytes on the link
-//! (`serve --batch-hold MS`, [`crate::server::ServerConfig::batch_hold`]).
+//! The batching hold (`serve --batch-hold MS`,
+//! [`crate::server::ServerConfig::batch_hold`]): on a busy server, items
+//! just asked for wait behind items asked for long ago.
 //!
-//! Without it the server is work-conserving: whenever anyone waits, the
-//! data channel carries the scheduler's best item at once. Under load that
-//! keeps the link busy the whole time requests arrive, so the bytes sent
-//! are that busy time times the rate, whatever the scheduler. Holding an
+//! Without it the server is work-conserving and the scheduler (R/Q by
+//! default) alone picks what goes next: under sustained load it keeps
+//! choosing the items with the most requests per byte, and a request for
+//! an unpopular item can wait a long time (the tail of delays). Holding an
 //! item back a little lets more requests for it arrive and share one
-//! transmission ("batching", as video-on-demand servers do), at the price
-//! of leaving the link idle while every waiting item is held.
+//! transmission ("batching", as video-on-demand servers do), and lets the
+//! items waiting longest go first.
 //!
 //! The rule: an item becomes eligible once its oldest request has waited
 //! `min(cap, HOLD_SHARE x the one-copy link time of the other waiting
-//! items)`. So a request alone on an idle server is sent at once (nothing
-//! else waits), an item waits longer the more work is queued beside it,
-//! and never more than `cap`. The server's scheduler then chooses among
-//! the eligible items only; when none is, the server idles until the first
-//! hold ends (or an input changes the picture). Repairs are never held.
-//! The costs are measured in `docs/benchmarks.md`: a burst of requests for
-//! different items on an idle link waits up to `cap` too.
+//! items)`. So a request alone is never held (nothing else waits), an
+//! item waits longer the more work is queued beside it, and never more
+//! than `cap`. The scheduler chooses among the eligible items only.
+//!
+//! Two settings around the rule, both in the server:
+//! - the gate ([`crate::server::ServerConfig::batch_hold_after`]): the
+//!   rule applies only once the server has had work without a break for
+//!   that long, so light load and a burst on an idle server are served
+//!   exactly as without it;
+//! - idling ([`crate::server::ServerConfig::batch_hold_idle`]): when every
+//!   waiting item is held, the link idles until the first hold ends (fewer
+//!   bytes, more delay); without it (as shipped) the scheduler's best goes
+//!   anyway, and the link never idles while anyone waits.
+//!
+//! Repairs are never held. What each setting costs and gains is measured
+//! in `docs/benchmarks.md`.
 
 use super::DemandTable;
 use crate::{Instant, ItemId};

@@ -87,9 +87,23 @@ pub struct ServerConfig {
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion
     /// to the work queued beside it, for more requests to join its
-    /// transmission; the link may idle meanwhile. `None` (the default):
-    /// work-conserving, the link never idles while anyone waits.
+    /// transmission; the link may idle meanwhile. `None` (the default
+    /// here; [`crate::Profile::Lan`] ships 4 s): work-conserving, the link
+    /// never idles while anyone waits.
     pub batch_hold: Option<Duration>,
+    /// Request mode: the hold engages only once the server has had work
+    /// (requests waiting for a send or a repair, on air, or owing a report
+    /// on what was sent) without a break
+    /// for this long (`serve --batch-hold-after MS`), so a server under
+    /// light load, or a burst on an idle one, is served at once. Zero:
+    /// from the first request.
+    pub batch_hold_after: Duration,
+    /// Request mode: when every waiting item is held, the link idles until
+    /// the first hold ends (`serve --batch-hold-idle`: fewer bytes, more
+    /// delay). Off (the default): the scheduler's best item goes anyway, so
+    /// the hold only puts items asked for long ago before those just asked
+    /// for, and the link never idles while anyone waits.
+    pub batch_hold_idle: bool,
 }
 
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
@@ -125,6 +139,8 @@ impl Default for ServerConfig {
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
             batch_hold: None,
+            batch_hold_after: Duration::ZERO,
+            batch_hold_idle: false,
         }
     }
 }

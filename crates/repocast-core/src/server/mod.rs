@@ -154,6 +154,9 @@ pub struct Server {
     hold_until: Option<(Instant, u64)>,
     /// Since when the link has been idle for the hold.
     held_since: Option<Instant>,
+    /// Since when the server has had work without a break (the hold's
+    /// gate, [`ServerConfig::batch_hold_after`]).
+    loaded_since: Option<Instant>,
     nak_window_max: Duration,
     naks_this_round: u32,
     stats: ServerStats,
@@ -232,6 +235,7 @@ impl Server {
             next_send: Instant::ZERO,
             hold_until: None,
             held_since: None,
+            loaded_since: None,
             naks_this_round: 0,
             stats: ServerStats::default(),
             awaiting: FastMap::default(),
@@ -565,10 +569,19 @@ impl Server {
 
     fn start_next(&mut self, now: Instant) {
         self.hold_until = None;
+        // Nobody waiting for a send, a repair or a report: the busy
+        // period is over.
+        let loaded = self.demand.active().next().is_some()
+            || !self.repairs.is_empty()
+            || !self.awaiting.is_empty();
+        self.loaded_since = loaded.then(|| self.loaded_since.unwrap_or(now));
+        let gate_open = self
+            .loaded_since
+            .is_some_and(|t| now.saturating_since(t) >= self.cfg.batch_hold_after);
         if let Some(cap) = self
             .cfg
             .batch_hold
-            .filter(|_| !self.cfg.scheduler.is_push())
+            .filter(|_| gate_open && !self.cfg.scheduler.is_push())
         {
             let (items, iv) = (&self.items, self.cfg.packet_interval);
             let copy_time = |i: ItemId| {
@@ -577,6 +590,14 @@ impl Server {
             };
             let wake = hold::apply(&mut self.demand, cap, now, copy_time);
             self.hold_until = wake.map(|w| (w, self.demand.changes()));
+            // Unless the hold may idle the link, every waiting item held
+            // means none is: the scheduler's best goes now.
+            if !self.cfg.batch_hold_idle && self.demand.eligible().next().is_none() {
+                self.demand.set_held(Default::default());
+                self.hold_until = None;
+            }
+        } else {
+            self.demand.set_held(Default::default());
         }
         self.start_scheduled_or_repair(now);
         // Account for the link time the hold leaves idle.
