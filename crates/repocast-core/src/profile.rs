@@ -11,7 +11,8 @@
 //!   each announcement is sent three times (the announcement channel is
 //!   multicast and may lose packets too). Once the server has had work
 //!   without a break for 4 s, the batching hold (`crate::sched::hold`,
-//!   up to 4 s) lets more requests join an item before it is sent.
+//!   up to 4 s) sends items asked for long ago before those just asked
+//!   for; it never leaves the link idle.
 //! - [`Profile::Study`]: the published study's settings, which the
 //!   simulator's sweeps reproduce: `FEC(0.01R)+R(0)`, the base case's
 //!   30-210 ms NAK window, repairs sized by the largest NAK alone, no early

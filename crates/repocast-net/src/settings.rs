@@ -88,10 +88,10 @@ pub struct ServeOptions {
     /// left stops being able to read or forge packets at the next one.
     pub rekey_secs: u64,
     /// The batching hold's cap in milliseconds (`--batch-hold`; 0: off;
-    /// shipped: 4000, [`repocast_core::profile::BATCH_HOLD`]). An item may
-    /// wait, up to this long, for more requests to join its transmission,
-    /// leaving the link idle meanwhile (`repocast_core::sched::hold`):
-    /// fewer bytes and a shorter tail on a busy link. At most
+    /// shipped: 4000, [`repocast_core::profile::BATCH_HOLD`]). On a busy
+    /// server an item may wait, up to this long, behind items asked for
+    /// earlier, so more requests join its transmission
+    /// (`repocast_core::sched::hold`): a shorter tail of delays. At most
     /// [`MAX_BATCH_HOLD_MS`].
     pub batch_hold_ms: u64,
     /// The hold engages only once the server has had work without a break

@@ -86,17 +86,16 @@ pub struct ServerConfig {
     pub push_span_bytes: u64,
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion
-    /// to the work queued beside it, for more requests to join its
-    /// transmission; the link may idle meanwhile. `None` (the default
-    /// here; [`crate::Profile::Lan`] ships 4 s): work-conserving, the link
-    /// never idles while anyone waits.
+    /// to the work queued beside it, behind items asked for earlier, so
+    /// more requests join its transmission. `None` (the default here;
+    /// [`crate::profile::Profile::Lan`] ships 4 s): the scheduler alone decides.
     pub batch_hold: Option<Duration>,
     /// Request mode: the hold engages only once the server has had work
     /// (requests waiting for a send or a repair, on air, or owing a report
-    /// on what was sent) without a break
-    /// for this long (`serve --batch-hold-after MS`), so a server under
-    /// light load, or a burst on an idle one, is served at once. Zero:
-    /// from the first request.
+    /// on what was sent) without a break for this long (`serve
+    /// --batch-hold-after MS`), so a server under light load, or a burst
+    /// on an idle one, is served as without the hold. Zero: from the first
+    /// request.
     pub batch_hold_after: Duration,
     /// Request mode: when every waiting item is held, the link idles until
     /// the first hold ends (`serve --batch-hold-idle`: fewer bytes, more
