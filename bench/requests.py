@@ -282,7 +282,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "requests"))
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before a run is cut off")
     ap.add_argument("--target", default=os.path.join(ROOT, "target", "release"))
-    ap.add_argument("--serve-args", default="", help="extra flags for `repocast serve`, e.g. '--batch-hold 4000'")
+    ap.add_argument("--serve-args", default="", help="extra flags for `repocast serve`, e.g. '--batch-hold 0'")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
     a = ap.parse_args()
     if os.geteuid() != 0:

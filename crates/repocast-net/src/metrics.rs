@@ -114,7 +114,7 @@ pub fn prometheus(s: &Snapshot) -> String {
     counter(
         &mut o,
         "batch_holds_total",
-        "Times the batching hold left the link idle (--batch-hold).",
+        "Times the batching hold left the link idle (--batch-hold-idle).",
         t.holds,
     );
     gauge(

@@ -5,8 +5,9 @@
 //! item. Request-mode schedulers ([`scores`]) score items with demand: R/Q
 //! (the default), R/(Q/fill), FIFO, most-requested and RxW. Push-mode
 //! schedulers ([`push`]) cycle the whole catalogue: MAD and the flat
-//! carousel. Every scheduler breaks ties by the lowest item id. The opt-in
-//! batching [`hold`] keeps items back from the request-mode schedulers.
+//! carousel. Every scheduler breaks ties by the lowest item id. The
+//! batching [`hold`] keeps items just asked for back from the request-mode
+//! schedulers on a busy server.
 
 pub mod demand;
 pub mod hold;
