@@ -58,10 +58,11 @@ for run in $(seq 1 "$RUNS"); do
     rc=$(cat "$WORK/c$c.rc")
     ok=yes
     if [ "$rc" != 0 ] || ! cmp -s "$WORK/repo/big.bin" "$WORK/out$c/big.bin"; then ok=NO; fail=1; fi
+    drops=$(bash "$LAB" --name "$NAME" exec "c$c" -- cat /proc/net/snmp | awk '/^Udp:/ { if (h) print $6; h = 1 }')
     own=$(grep -oE 'verified \([0-9.]+ MiB\) in [0-9.]+ s' "$WORK/c$c.log" | grep -oE '[0-9.]+ s$' | tr -d ' s')
     python3 -c "
 p=${loss[$((c-1))]}; ideal=$bytes*8/($rate_bps*(1-p)); own=float('${own:-0}' or 0)
-print(f'run $run listener c$c loss {p:.2f}: {own:.2f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.2f} s; file identical: $ok')"
+print(f'run $run listener c$c loss {p:.2f}: {own:.2f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.2f} s; file identical: $ok; receive-buffer drops ${drops:-?} so far')"
   done
 done
 tail -n 2 "$WORK/c$n.log" | sed "s/^/  c$n: /"

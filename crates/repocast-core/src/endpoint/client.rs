@@ -742,11 +742,9 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     data,
                 } => {
                     self.lru.remove(&(item, block));
-                    match self.store.write_block(item, block, offset, &data) {
-                        Ok(()) => self.events.push_back(Event::Bytes {
-                            item,
-                            bytes: data.len() as u64,
-                        }),
+                    let bytes = data.len() as u64;
+                    match self.store.write_block(item, block, offset, data) {
+                        Ok(()) => self.events.push_back(Event::Bytes { item, bytes }),
                         Err(e) => self.client.abandon(item, e.to_string()),
                     }
                 }
