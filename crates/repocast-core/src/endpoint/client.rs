@@ -742,9 +742,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
                     data,
                 } => {
                     self.lru.remove(&(item, block));
-                    let bytes = data.len() as u64;
-                    match self.store.write_block(item, block, offset, data) {
-                        Ok(()) => self.events.push_back(Event::Bytes { item, bytes }),
+                    match self.store.write_block(item, block, offset, &data) {
+                        Ok(()) => self.events.push_back(Event::Bytes {
+                            item,
+                            bytes: data.len() as u64,
+                        }),
                         Err(e) => self.client.abandon(item, e.to_string()),
                     }
                 }

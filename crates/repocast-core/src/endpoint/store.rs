@@ -101,7 +101,7 @@ pub trait BlockStore {
         item: ItemId,
         block: u32,
         offset: u64,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), StoreError>;
     /// Every block is in: checks the whole item's hash and, if it matches,
     /// puts it in its final place. Returns whether it matched.
@@ -213,7 +213,7 @@ impl BlockStore for MemoryStore {
         item: ItemId,
         block: u32,
         offset: u64,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), StoreError> {
         let (_, bytes, written) = self
             .open

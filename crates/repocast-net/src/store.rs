@@ -3,8 +3,7 @@
 //! is fsynced and then the blocks are recorded in a journal as they verify
 //! (at most [`COMMIT_EVERY`] apart, or every [`JOURNAL_BATCH`] bytes at
 //! high rates), so a client killed at any point resumes with every block
-//! verified more than that long before. The writing, the fsyncs and the
-//! journal are the [`writer`] thread's, off the receiving thread. When every block
+//! verified more than that long before. When every block
 //! is in, the whole file is hashed, fsynced and renamed into place: no
 //! unverified byte ever sits at a final path. Symbols of partly received
 //! blocks the endpoint moves out of memory go in their block's own place
@@ -30,11 +29,6 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
-
-pub mod writer;
-pub use writer::COMMIT_EVERY;
-use writer::{Sink, Writer};
 
 /// Most path components an item name may have.
 pub const MAX_DEPTH: usize = 64;
@@ -78,11 +72,15 @@ struct Partial {
     final_path: PathBuf,
     tmp: PathBuf,
     journal_path: PathBuf,
-    /// The partial file (None: the final file was already there); the
-    /// writer thread holds it too, with the journal.
-    file: Option<Arc<File>>,
+    file: Option<File>,
+    journal: Option<File>,
     hash: [u8; 32],
     size: u64,
+    /// Blocks written but not yet made durable and journaled.
+    pending: Vec<u32>,
+    /// When the journal was last committed (None: never).
+    last_commit: Option<std::time::Instant>,
+    pending_bytes: u64,
     /// The item's blocks (where a spilled block's symbols go).
     layout: Option<Layout>,
     /// Symbols of partial blocks kept on disk, per block.
@@ -103,15 +101,40 @@ struct Spilled {
     side: Vec<(u64, u32)>,
 }
 
+impl Partial {
+    /// Makes the written blocks durable, then records them in the journal
+    /// (data first, so the journal never names a block not on disk).
+    fn commit(&mut self) -> Result<(), StoreError> {
+        let (Some(f), Some(j)) = (self.file.as_mut(), self.journal.as_mut()) else {
+            return Ok(());
+        };
+        self.last_commit = Some(std::time::Instant::now());
+        f.sync_data().map_err(|e| StoreError::io(&self.tmp, e))?;
+        let entries: Vec<u8> = self.pending.drain(..).flat_map(u32::to_le_bytes).collect();
+        j.write_all(&entries)
+            .map_err(|e| StoreError::io(&self.journal_path, e))?;
+        j.sync_data()
+            .map_err(|e| StoreError::io(&self.journal_path, e))?;
+        self.pending_bytes = 0;
+        Ok(())
+    }
+}
+
 /// Verified bytes written before the data is fsynced and the journal
 /// records them, whatever the time.
 pub const JOURNAL_BATCH: u64 = 16 << 20;
+/// Longest time a verified block waits for its journal entry: a block is
+/// committed at once unless the last commit was more recent than this (so
+/// slow transfers commit every block, and fast ones fsync ten times a
+/// second rather than on every block, on the receiving thread).
+pub const COMMIT_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// The client's files.
 pub struct Store {
     root: PathBuf,
     partial_dir: PathBuf,
     items: HashMap<ItemId, Partial>,
-    writer: Writer,
+    batch: u64,
     overwrite: bool,
     /// Journals left by earlier runs, by their item's name key (listed
     /// once at start, for [`BlockStore::held`]).
@@ -185,7 +208,7 @@ impl Store {
             root: root.to_path_buf(),
             partial_dir,
             items: HashMap::new(),
-            writer: Writer::start(journal_batch).map_err(|e| NetError::file(root, e))?,
+            batch: journal_batch,
             overwrite: false,
             attrs: HashMap::new(),
         })
@@ -288,8 +311,12 @@ impl BlockStore for Store {
             tmp,
             journal_path,
             file: None,
+            journal: None,
             hash: m.hash,
             size: m.size,
+            pending: Vec::new(),
+            last_commit: None,
+            pending_bytes: 0,
             layout: None,
             spilled: HashMap::new(),
             spill: None,
@@ -350,17 +377,8 @@ impl BlockStore for Store {
                 .write_all(&head)
                 .map_err(|e| StoreError::io(&p.journal_path, e))?;
         }
-        let file = Arc::new(file);
-        self.writer.open(
-            m.item,
-            Sink {
-                file: file.clone(),
-                tmp: p.tmp.clone(),
-                journal,
-                journal_path: p.journal_path.clone(),
-            },
-        )?;
         p.file = Some(file);
+        p.journal = Some(journal);
         p.layout = Some(layout);
         self.items.insert(m.item, p);
         Ok(Resume::Blocks(have))
@@ -372,13 +390,24 @@ impl BlockStore for Store {
         item: ItemId,
         block: u32,
         offset: u64,
-        data: Vec<u8>,
+        data: &[u8],
     ) -> Result<(), StoreError> {
-        let p = self.items.get(&item).ok_or(StoreError::NotOpen("block"))?;
-        if p.file.is_none() {
+        let p = self
+            .items
+            .get_mut(&item)
+            .ok_or(StoreError::NotOpen("block"))?;
+        let (Some(f), Some(_)) = (p.file.as_mut(), p.journal.as_ref()) else {
             return Ok(());
+        };
+        f.write_all_at(data, offset)
+            .map_err(|e| StoreError::io(&p.tmp, e))?;
+        p.pending.push(block);
+        p.pending_bytes += data.len() as u64;
+        let due = p.last_commit.is_none_or(|t| t.elapsed() >= COMMIT_EVERY);
+        if p.pending_bytes >= self.batch || due {
+            p.commit()?;
         }
-        self.writer.write(item, block, offset, data)
+        Ok(())
     }
 
     /// Keeps the symbols of a partially received block on disk: in the
@@ -443,11 +472,11 @@ impl BlockStore for Store {
 
     /// Whether block `block` of `item` has symbols on disk.
     fn close(&mut self, item: ItemId) {
-        if let Some(p) = self.items.remove(&item) {
+        if let Some(mut p) = self.items.remove(&item) {
             // What was written goes into the journal, durably (a failure
             // only loses resume, not data); the lock and handles go, the
             // spill (symbols in memory's stead) too.
-            if let Err(e) = self.writer.close(item, p.file.is_some()) {
+            if let Err(e) = p.commit() {
                 tracing::warn!("{e}");
             }
             if let Some((path, _)) = p.spill {
@@ -458,7 +487,6 @@ impl BlockStore for Store {
 
     fn discard(&mut self, item: ItemId) {
         if let Some(p) = self.items.remove(&item) {
-            let _ = self.writer.close(item, false);
             drop(p.file);
             let _ = fs::remove_file(&p.tmp);
             let _ = fs::remove_file(&p.journal_path);
@@ -540,7 +568,7 @@ impl BlockStore for Store {
             let _ = fs::remove_file(p.tmp.with_extension("lock"));
             return Ok(true); // the final file was already there and verified
         }
-        self.writer.close(item, false)?;
+        drop(p.journal);
         if let Some(f) = p.file {
             f.sync_all().map_err(|e| StoreError::io(&p.tmp, e))?;
         }
@@ -620,9 +648,9 @@ mod tests {
         assert!(safe_path(root, &"a/".repeat(100)).is_err());
     }
 
-    /// Blocks go through the writer thread: once the item is closed they
-    /// are on disk and in the journal, so a new store resumes them; the
-    /// rest written, the file finishes verified and byte for byte.
+    /// Once an item is closed its written blocks are on disk and in the
+    /// journal, so a new store resumes them; the rest written, the file
+    /// finishes verified and byte for byte.
     #[test]
     fn written_blocks_are_journaled_and_resume() {
         use repocast_core::fec::CodeKind;
@@ -652,14 +680,14 @@ mod tests {
         };
         let mut st = Store::new(dir.path(), 1 << 20).expect("store");
         assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
-        st.write_block(ItemId(3), 1, layout.block_offset(1), block(1))
+        st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))
             .expect("queued");
         st.close(ItemId(3));
         drop(st);
         let mut st = Store::new(dir.path(), 1 << 20).expect("store");
         assert_eq!(st.held("d/f").map(|h| h.blocks), Some(vec![1]));
         assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b == vec![1]));
-        st.write_block(ItemId(3), 0, 0, block(0)).expect("queued");
+        st.write_block(ItemId(3), 0, 0, &block(0)).expect("queued");
         assert!(st.finish(ItemId(3)).expect("finished"), "verified");
         assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
     }
