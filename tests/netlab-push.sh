@@ -58,7 +58,7 @@ for run in $(seq 1 "$RUNS"); do
     rc=$(cat "$WORK/c$c.rc")
     ok=yes
     if [ "$rc" != 0 ] || ! cmp -s "$WORK/repo/big.bin" "$WORK/out$c/big.bin"; then ok=NO; fail=1; fi
-    drops=$(bash "$LAB" --name "$NAME" exec "c$c" -- cat /proc/net/snmp | awk '/^Udp:/ { if (h) print $6; h = 1 }')
+    drops=$(bash "$LAB" --name "$NAME" exec "c$c" -- cat /proc/net/snmp | awk '/^Udp:/ { if (h) print $6; h = 1 }' || true)
     own=$(grep -oE 'verified \([0-9.]+ MiB\) in [0-9.]+ s' "$WORK/c$c.log" | grep -oE '[0-9.]+ s$' | tr -d ' s')
     python3 -c "
 p=${loss[$((c-1))]}; ideal=$bytes*8/($rate_bps*(1-p)); own=float('${own:-0}' or 0)

@@ -681,13 +681,13 @@ mod tests {
         let mut st = Store::new(dir.path(), 1 << 20).expect("store");
         assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
         st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))
-            .expect("queued");
+            .expect("written");
         st.close(ItemId(3));
         drop(st);
         let mut st = Store::new(dir.path(), 1 << 20).expect("store");
         assert_eq!(st.held("d/f").map(|h| h.blocks), Some(vec![1]));
         assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b == vec![1]));
-        st.write_block(ItemId(3), 0, 0, &block(0)).expect("queued");
+        st.write_block(ItemId(3), 0, 0, &block(0)).expect("written");
         assert!(st.finish(ItemId(3)).expect("finished"), "verified");
         assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
     }
