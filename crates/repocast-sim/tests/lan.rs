@@ -309,6 +309,9 @@ fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
         assert!(h.run(Instant::from_micros(600_000_000)), "seed {s}");
         assert_verified(&h, &data, s);
         let st = h.server().server().stats();
+        // Only the idling hold leaves the link idle.
+        let idles = matches!(hold, Hold::Always(_));
+        assert_eq!(st.holds > 0, idles, "seed {s}: {hold:?} {st:?}");
         assert_eq!(st.report_timeouts, 0, "seed {s}: {st:?}");
         packets.push(st.data_packets as f64);
         let d: Vec<f64> = (h.reports().iter())
