@@ -184,6 +184,26 @@ pub fn packet_bits(symbol_size: u16, ipv6: bool, tagged: bool) -> u64 {
     (symbol_size as u64 + DATA_OVERHEAD as u64 + tag + ip) * 8
 }
 
+/// The largest link MTU an automatic symbol size fills: packets stay
+/// within a standard Ethernet frame unless the user asks for more (a
+/// jumbo-frame interface may still have receivers behind 1,500-byte
+/// links; loopback reports 65,536).
+pub const AUTO_MTU_CAP: u32 = 1500;
+
+/// The largest symbol size whose data packet (IP and UDP headers, and the
+/// authentication tag if `tagged`) fits in a link MTU of `mtu` bytes,
+/// capped at [`AUTO_MTU_CAP`]: even (Reed-Solomon needs it) and within
+/// what the wire accepts. 1,440 bytes on a 1,500-byte IPv4 link, 1,420
+/// on IPv6.
+pub fn symbol_size_for_mtu(mtu: u32, ipv6: bool, tagged: bool) -> u16 {
+    let fixed = packet_bits(0, ipv6, tagged) / 8;
+    let room = u64::from(mtu.min(AUTO_MTU_CAP)).saturating_sub(fixed) & !1;
+    room.clamp(
+        u64::from(crate::wire::manifest::MIN_SYMBOL_SIZE),
+        crate::wire::data::MAX_SYMBOL_SIZE as u64,
+    ) as u16
+}
+
 impl ServerConfig {
     /// Paces the data channel at `rate_bps` (IP and UDP headers counted):
     /// sets the packet interval and a token bucket of [`BURST_TIME`].
@@ -226,6 +246,34 @@ mod tests {
         p.emit(&mut b);
         assert_eq!(b.len(), 1280 + DATA_OVERHEAD);
         assert_eq!(DATA_OVERHEAD, 31);
+    }
+
+    #[test]
+    fn automatic_symbols_fill_the_mtu_and_no_more() {
+        // 1,440 + 31 + 28 = 1,499 bytes on IPv4; 1,420 + 31 + 48 = 1,499 on
+        // IPv6 (a 1,441-byte symbol would be odd).
+        assert_eq!(symbol_size_for_mtu(1500, false, false), 1440);
+        assert_eq!(symbol_size_for_mtu(1500, true, false), 1420);
+        let tag = DATA_TAG_OVERHEAD as u16;
+        assert_eq!(symbol_size_for_mtu(1500, false, true), (1441 - tag) & !1);
+        // Loopback and jumbo interfaces: capped at a standard frame.
+        assert_eq!(symbol_size_for_mtu(65_536, false, false), 1440);
+        // A tunnel's smaller MTU: smaller symbols.
+        assert_eq!(symbol_size_for_mtu(1400, false, false), 1340);
+        // Every size fits its MTU and is a size the wire takes.
+        for mtu in [0, 68, 100, 576, 1280, 1280 + 79, 1492, 1500] {
+            for ipv6 in [false, true] {
+                for tagged in [false, true] {
+                    let t = symbol_size_for_mtu(mtu, ipv6, tagged);
+                    assert!(t % 2 == 0 && t >= crate::wire::manifest::MIN_SYMBOL_SIZE);
+                    let fits = packet_bits(t, ipv6, tagged) / 8 <= u64::from(mtu);
+                    assert!(
+                        fits || t == crate::wire::manifest::MIN_SYMBOL_SIZE,
+                        "{mtu} {t}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -83,6 +83,58 @@ pub fn sender(
     ttl: u32,
     source: Option<IpAddr>,
 ) -> Result<UdpSocket, NetError> {
+    let s = sending_socket(group, iface, ttl, source)?;
+    let err = |what: &str| {
+        let what = format!("{what} for sending to {group}");
+        move |e| NetError::socket(what, e)
+    };
+    s.set_nonblocking(true).map_err(err("set non-blocking"))?;
+    UdpSocket::from_std(s.into()).map_err(err("register"))
+}
+
+/// The MTU of the link multicast to `group` leaves by on `iface`: the
+/// kernel's route MTU (`IP_MTU` / `IPV6_MTU`) for a socket set up as
+/// [`sender`]'s and connected to the group; without a route, the named
+/// interface's MTU (`/sys/class/net/NAME/mtu`). None when it cannot tell.
+pub fn path_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
+    route_mtu(group, iface).or_else(|| {
+        let name = iface.name.as_ref()?;
+        let mtu = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?;
+        mtu.trim().parse().ok().filter(|&m: &u32| m > 0)
+    })
+}
+
+fn route_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let s = sending_socket(group, iface, 1, None).ok()?;
+    s.connect(&SockAddr::from(*group)).ok()?;
+    let (level, name) = match group {
+        SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU),
+        SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU),
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the fd is open for the call; the kernel writes at most `len`
+    // bytes into `mtu`, which is that large.
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    u32::try_from(mtu).ok().filter(|&m| rc == 0 && m > 0)
+}
+
+/// [`sender`]'s socket before it is handed to tokio.
+fn sending_socket(
+    group: &SocketAddr,
+    iface: &Interface,
+    ttl: u32,
+    source: Option<IpAddr>,
+) -> Result<Socket, NetError> {
     let err = |what: &str| {
         let what = format!("{what} for sending to {group}");
         move |e| NetError::socket(what, e)
@@ -121,8 +173,7 @@ pub fn sender(
                 .map_err(err("bind"))?;
         }
     }
-    s.set_nonblocking(true).map_err(err("set non-blocking"))?;
-    UdpSocket::from_std(s.into()).map_err(err("register"))
+    Ok(s)
 }
 
 /// A socket that receives `group` on `iface`, joined source-specifically
@@ -278,6 +329,32 @@ pub fn filter_items(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The route MTU is the interface's: loopback's (as IP sees it),
+    /// whether the interface is named or given by address, on IPv4 and
+    /// IPv6.
+    #[test]
+    fn path_mtu_is_the_interfaces() {
+        let Some(lo_mtu) = std::fs::read_to_string("/sys/class/net/lo/mtu")
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+        else {
+            return; // not Linux with sysfs: nothing to compare against
+        };
+        // An IP packet is at most 65,535 bytes, whatever the link allows.
+        let lo_mtu = lo_mtu.min(65_535);
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 172), 4772).into();
+        for spec in ["lo", "127.0.0.1"] {
+            let lo = Interface::parse(Some(spec)).expect("lo");
+            assert_eq!(path_mtu(&group, &lo), Some(lo_mtu), "{spec}");
+        }
+        let lo = Interface::parse(Some("lo")).expect("lo");
+        let v6: SocketAddr = "[ff15::4772]:4772".parse().expect("v6 group");
+        if std::fs::metadata("/proc/net/if_inet6").is_ok() {
+            // Loopback often has no IPv6 multicast route: then sysfs says.
+            assert_eq!(path_mtu(&v6, &lo).map(|m| m.min(65_535)), Some(lo_mtu));
+        }
+    }
 
     /// A source-specific receiver hears the named source only. Both
     /// receivers are members of the same group; the kernel delivers to all

@@ -54,6 +54,14 @@ async fn three_listeners_at_0_20_and_50_percent_loss_verify() {
     )
     .expect("chmod");
     let (h, o) = start_push(repo.path(), None).await;
+    // No --symbol-size: symbols fill loopback's MTU up to a 1,500-byte
+    // frame (1,440 + 31 + 28 = 1,499 bytes).
+    assert!(
+        h.banner
+            .contains("1440-byte symbols (fits the 65535-byte MTU)"),
+        "{}",
+        h.banner
+    );
     let outs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
     let mut tasks = Vec::new();
     for (i, loss) in [0.0, 0.2, 0.5].into_iter().enumerate() {

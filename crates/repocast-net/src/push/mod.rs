@@ -20,6 +20,7 @@ pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
+use repocast_core::profile::{Profile, symbol_size_for_mtu};
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
@@ -116,12 +117,33 @@ fn next_version(last: u64) -> u64 {
     ms.max(last + 1)
 }
 
+/// The symbol size: as set, or the largest whose data packet fits the MTU
+/// of the link the data group leaves by (at most a 1,500-byte frame's);
+/// the profile's when the MTU cannot be told. Also says which, for the
+/// banner.
+fn symbol_size(opts: &PushOptions) -> (u16, String) {
+    if let Some(t) = opts.symbol_size {
+        return (t, "as set".into());
+    }
+    match socket::path_mtu(&opts.data_group, &opts.interface) {
+        Some(mtu) => {
+            let t = symbol_size_for_mtu(mtu, opts.data_group.is_ipv6(), false);
+            (t, format!("fits the {mtu}-byte MTU"))
+        }
+        None => (
+            Profile::Push.server().symbol_size,
+            "the MTU could not be told".into(),
+        ),
+    }
+}
+
 /// Scans the folder, binds the sockets and starts pushing.
 pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     opts.validate()?;
+    let (symbol_size, sizing) = symbol_size(&opts);
     let fec = FecParams {
         code: opts.code,
-        symbol_size: opts.symbol_size,
+        symbol_size,
         max_block_symbols: opts.max_block.unwrap_or(opts.code.default_block_symbols()),
     };
     let o = opts.clone();
@@ -156,7 +178,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     }));
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let banner = format!(
-        "repocast push {}: {n} files, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {}{}; version {version}; key {key}",
+        "repocast push {}: {n} files, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
         opts.dir.display(),
         first.bytes as f64 / (1 << 20) as f64,
         match first.skipped {

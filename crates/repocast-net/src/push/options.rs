@@ -8,6 +8,8 @@ use crate::settings::{check_groups, de};
 use crate::socket::Interface;
 use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
+#[cfg(doc)]
+use repocast_core::profile::symbol_size_for_mtu;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
@@ -58,8 +60,10 @@ pub struct PushOptions {
     pub sign_copies: u8,
     /// Erasure code.
     pub code: CodeKind,
-    /// Bytes per symbol.
-    pub symbol_size: u16,
+    /// Bytes per symbol (None: the largest whose packet fits the MTU of
+    /// the interface the data leaves by, at most a 1,500-byte frame's:
+    /// [`symbol_size_for_mtu`]; 1,440 on IPv4 Ethernet).
+    pub symbol_size: Option<u16>,
     /// Largest block in symbols (None: the code's default).
     #[serde(rename = "block_symbols")]
     pub max_block: Option<u32>,
@@ -99,7 +103,7 @@ impl PushOptions {
             sign_symbols: false,
             sign_copies: repocast_core::endpoint::signing::DEFAULT_COPIES,
             code: p.code,
-            symbol_size: p.symbol_size,
+            symbol_size: None,
             max_block: None,
             key: None,
             metrics: Some((Ipv4Addr::LOCALHOST, addr::PUSH_METRICS_PORT).into()),
