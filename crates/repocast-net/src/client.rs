@@ -57,8 +57,6 @@ pub struct GetOptions {
     pub ssm: bool,
     /// Give up when nothing at all has been heard for this long.
     pub idle_timeout: Duration,
-    /// Verified bytes between journal commits ([`crate::store::JOURNAL_BATCH`]).
-    pub journal_batch: u64,
     /// Bytes of partially received blocks kept in memory; beyond it the
     /// least recently fed blocks go to a spill file ([`MEMORY_BUDGET`]).
     pub memory_budget: u64,
@@ -86,7 +84,6 @@ impl GetOptions {
             seed: 1,
             ssm: true,
             idle_timeout: Duration::from_secs(60),
-            journal_batch: crate::store::JOURNAL_BATCH,
             memory_budget: MEMORY_BUDGET,
             trust: Trust::KnownServers(tls::default_known_servers()),
             overwrite: false,
@@ -311,7 +308,7 @@ pub async fn get(
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
     let (sock, key) = connect(opts.server, &opts.trust).await?;
-    let store = Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite);
+    let store = Store::new(&opts.out)?.overwrite(opts.overwrite);
     let mut client = Profile::Lan.client();
     client.seed = opts.seed;
     client.token = opts.token.clone();

@@ -50,8 +50,6 @@ pub struct ListenOptions {
     pub seed: u64,
     /// Bytes of partly received blocks kept in memory.
     pub memory_budget: u64,
-    /// Verified bytes between journal commits.
-    pub journal_batch: u64,
     /// Replace existing files that differ (always in satellite mode).
     pub overwrite: bool,
 }
@@ -75,7 +73,6 @@ impl ListenOptions {
             loss: LossSpec::NONE,
             seed: 1,
             memory_budget: MEMORY_BUDGET,
-            journal_batch: crate::store::JOURNAL_BATCH,
             overwrite: false,
         }
     }
@@ -174,8 +171,7 @@ pub async fn listen(
 ) -> Result<ListenReport, NetError> {
     crate::settings::check_groups(opts.data_group, opts.announce_group)?;
     let started = std::time::Instant::now();
-    let store =
-        Store::new(&opts.out, opts.journal_batch)?.overwrite(opts.overwrite || opts.satellite);
+    let store = Store::new(&opts.out)?.overwrite(opts.overwrite || opts.satellite);
     let mut cfg = ListenConfig::new(Profile::Push.client());
     cfg.trust = opts.trust;
     cfg.select = opts.select.clone();
