@@ -22,7 +22,9 @@
 //!   with. Fcast passes (SPEC 3.6): each pass sends exactly k fresh symbols
 //!   of every block, round by round over the blocks; redundancy comes from
 //!   the passes that follow; MAD picks the item (flat with no popularity).
-//!   No NAKs, no reports: there is no back channel.
+//!   No NAKs, no reports: there is no back channel. Symbols fill a
+//!   1,500-byte IPv4 frame (1,440 bytes; `push` sizes them to the MTU of
+//!   the link it sends on, [`symbol_size_for_mtu`]).
 //!
 //! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
 //! limits; callers change single fields afterwards (rate, seed, channels).
@@ -115,6 +117,9 @@ impl Profile {
                         weights: Vec::new(),
                     },
                     push_span_bytes: 64 << 20,
+                    // What `push` picks on a 1,500-byte IPv4 link (it
+                    // sizes symbols to the link it sends on).
+                    symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, false),
                     ..ServerConfig::default()
                 };
                 let _ = c.set_rate(100_000_000, false);

@@ -119,8 +119,8 @@ fn next_version(last: u64) -> u64 {
 
 /// The symbol size: as set, or the largest whose data packet fits the MTU
 /// of the link the data group leaves by (at most a 1,500-byte frame's);
-/// the profile's when the MTU cannot be told. Also says which, for the
-/// banner.
+/// the profile's (a 1,500-byte IPv4 frame's) when the MTU cannot be told.
+/// Also says which, for the banner.
 fn symbol_size(opts: &PushOptions) -> (u16, String) {
     if let Some(t) = opts.symbol_size {
         return (t, "as set".into());
