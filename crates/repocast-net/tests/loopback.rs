@@ -140,7 +140,7 @@ fn served_layout(size: u64) -> repocast_core::fec::layout::Layout {
     let code = repocast_core::fec::CodeKind::RaptorQ;
     let fec = repocast_core::wire::FecParams {
         code,
-        symbol_size: 1280,
+        symbol_size: repocast_core::profile::Profile::Lan.server().symbol_size,
         max_block_symbols: code.default_block_symbols(),
     };
     repocast_core::fec::layout::Layout::new(size, &fec).expect("layout")
