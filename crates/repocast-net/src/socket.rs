@@ -49,20 +49,23 @@ impl Interface {
                 why: "not an interface name",
             });
         }
-        let path = format!("/sys/class/net/{spec}/ifindex");
-        let index = std::fs::read_to_string(&path)
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .ok_or_else(|| NetError::Interface {
-                name: spec.to_owned(),
-                why: "no such interface",
-            })?;
+        let index = sysfs_number(spec, "ifindex").ok_or_else(|| NetError::Interface {
+            name: spec.to_owned(),
+            why: "no such interface",
+        })?;
         Ok(Interface {
             v4: None,
             index,
             name: Some(spec.to_owned()),
         })
     }
+}
+
+/// A number the kernel shows for interface `name`
+/// (`/sys/class/net/NAME/ATTR`: its index, its MTU).
+fn sysfs_number(name: &str, attr: &str) -> Option<u32> {
+    let text = std::fs::read_to_string(format!("/sys/class/net/{name}/{attr}")).ok()?;
+    text.trim().parse().ok()
 }
 
 fn domain(ip: &IpAddr) -> Domain {
@@ -84,12 +87,18 @@ pub fn sender(
     source: Option<IpAddr>,
 ) -> Result<UdpSocket, NetError> {
     let s = sending_socket(group, iface, ttl, source)?;
-    let err = |what: &str| {
-        let what = format!("{what} for sending to {group}");
-        move |e| NetError::socket(what, e)
-    };
-    s.set_nonblocking(true).map_err(err("set non-blocking"))?;
-    UdpSocket::from_std(s.into()).map_err(err("register"))
+    s.set_nonblocking(true)
+        .map_err(sending_error(group, "set non-blocking"))?;
+    UdpSocket::from_std(s.into()).map_err(sending_error(group, "register"))
+}
+
+/// What failed while setting up a socket sending to `group`.
+fn sending_error(
+    group: &SocketAddr,
+    what: &str,
+) -> impl FnOnce(std::io::Error) -> NetError + use<> {
+    let what = format!("{what} for sending to {group}");
+    move |e| NetError::socket(what, e)
 }
 
 /// The MTU of the link multicast to `group` leaves by on `iface`: the
@@ -97,11 +106,7 @@ pub fn sender(
 /// [`sender`]'s and connected to the group; without a route, the named
 /// interface's MTU (`/sys/class/net/NAME/mtu`). None when it cannot tell.
 pub fn path_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
-    route_mtu(group, iface).or_else(|| {
-        let name = iface.name.as_ref()?;
-        let mtu = std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?;
-        mtu.trim().parse().ok().filter(|&m: &u32| m > 0)
-    })
+    route_mtu(group, iface).or_else(|| sysfs_number(iface.name.as_ref()?, "mtu").filter(|&m| m > 0))
 }
 
 fn route_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
@@ -135,10 +140,7 @@ fn sending_socket(
     ttl: u32,
     source: Option<IpAddr>,
 ) -> Result<Socket, NetError> {
-    let err = |what: &str| {
-        let what = format!("{what} for sending to {group}");
-        move |e| NetError::socket(what, e)
-    };
+    let err = |what: &str| sending_error(group, what);
     let s = Socket::new(domain(&group.ip()), Type::DGRAM, Some(Protocol::UDP))
         .map_err(err("create"))?;
     let _ = s.set_send_buffer_size(SEND_BUFFER);
@@ -335,10 +337,7 @@ mod tests {
     /// IPv6.
     #[test]
     fn path_mtu_is_the_interfaces() {
-        let Some(lo_mtu) = std::fs::read_to_string("/sys/class/net/lo/mtu")
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-        else {
+        let Some(lo_mtu) = sysfs_number("lo", "mtu") else {
             return; // not Linux with sysfs: nothing to compare against
         };
         // An IP packet is at most 65,535 bytes, whatever the link allows.

@@ -443,7 +443,6 @@ impl BlockStore for Store {
         Ok(())
     }
 
-    /// Whether block `block` of `item` has symbols on disk.
     fn close(&mut self, item: ItemId) {
         if let Some(p) = self.items.remove(&item) {
             // The journal already names every written block; the lock and
@@ -466,6 +465,7 @@ impl BlockStore for Store {
         }
     }
 
+    /// Whether block `block` of `item` has symbols on disk.
     fn is_spilled(&self, item: ItemId, block: u32) -> bool {
         self.items
             .get(&item)
@@ -518,13 +518,13 @@ impl BlockStore for Store {
         Ok(out)
     }
 
-    /// Every block is in: checks the whole hash, then fsyncs and renames the
-    /// file into place. Returns whether it verified (a mismatch discards the
-    /// temporary file and journal).
     fn set_attributes(&mut self, item: ItemId, mode: u32, mtime: i64) {
         self.attrs.insert(item, (mode, mtime));
     }
 
+    /// Every block is in: checks the whole hash, then fsyncs and renames the
+    /// file into place. Returns whether it verified (a mismatch discards the
+    /// temporary file and journal).
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
         let p = self
             .items
