@@ -107,8 +107,20 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let request_addr = listener
         .local_addr()
         .map_err(|e| NetError::socket("local address", e))?;
-    let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl, opts.source)?;
-    let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl, opts.source)?;
+    let data = socket::sender(
+        &opts.data_group,
+        &opts.interface,
+        opts.ttl,
+        opts.source,
+        opts.rate_bps,
+    )?;
+    let announce = socket::sender(
+        &opts.announce_group,
+        &opts.interface,
+        opts.ttl,
+        opts.source,
+        opts.rate_bps,
+    )?;
     let mut cfg = Profile::Lan.server();
     cfg.session = SessionId(
         (opts.seed as u32) ^ std::process::id().rotate_left(16) ^ request_addr.port() as u32,
@@ -560,12 +572,13 @@ impl Pump {
     }
 }
 
-/// Sends one datagram, waiting for room only when the socket buffer is
-/// full.
 /// How long the pump sends without a break before it lets other tasks
 /// run (only a pump behind its rate sends that long at once).
 const YIELD_AFTER: std::time::Duration = std::time::Duration::from_millis(20);
 
+/// Sends one datagram, waiting for room only when the socket buffer is
+/// full (which is how a link slower than the rate holds the pump back:
+/// [`socket::send_buffer`]).
 pub(crate) async fn send_datagram(sock: &tokio::net::UdpSocket, buf: &[u8], to: SocketAddr) {
     match sock.try_send_to(buf, to) {
         Ok(_) => {}

@@ -1,7 +1,7 @@
 //! Multicast UDP sockets (socket2): senders and receivers for the data and
 //! announcement channels, IPv4 and IPv6, on a chosen interface, with
-//! source-specific joins where a source is given (IPv6's through libc), and
-//! large buffers.
+//! source-specific joins where a source is given (IPv6's through libc),
+//! large receive buffers, and send buffers sized to the sending rate.
 
 use crate::NetError;
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
@@ -10,8 +10,24 @@ use tokio::net::UdpSocket;
 
 /// Receive buffer asked for (the kernel caps it at net.core.rmem_max).
 pub const RECV_BUFFER: usize = 32 << 20;
-/// Send buffer asked for.
-pub const SEND_BUFFER: usize = 8 << 20;
+/// Data a sender lets wait at its own interface, as time at its rate:
+/// when the link (or a shaper on it) is slower than the rate asked for,
+/// a full send buffer holds the pump back instead of a queue building up
+/// in front of the link, where it would delay the control traffic (TCP on
+/// the same link) and drop packets for every receiver at once.
+pub const SEND_QUEUE_TIME: std::time::Duration = std::time::Duration::from_millis(20);
+/// The send buffer's bounds, whatever the rate.
+pub const SEND_BUFFER: (usize, usize) = (64 << 10, 8 << 20);
+
+/// The send buffer asked for at `rate_bps`: [`SEND_QUEUE_TIME`] of data,
+/// within [`SEND_BUFFER`] (the kernel doubles it for its bookkeeping,
+/// which at about 1.5 kB per packet still holds about that long).
+pub fn send_buffer(rate_bps: u64) -> usize {
+    let bytes = u128::from(rate_bps) * SEND_QUEUE_TIME.as_micros() / 8_000_000;
+    usize::try_from(bytes)
+        .unwrap_or(usize::MAX)
+        .clamp(SEND_BUFFER.0, SEND_BUFFER.1)
+}
 
 /// The interface multicast goes out of and is joined on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -79,14 +95,17 @@ fn domain(ip: &IpAddr) -> Domain {
 /// A socket that sends to multicast groups of `family` (taken from
 /// `group`): TTL/hops `ttl`, loopback on (so local receivers hear it), bound
 /// to `source` when one of the group's family is given (what receivers
-/// joined source-specifically expect).
+/// joined source-specifically expect), a send buffer of
+/// [`send_buffer`]`(rate_bps)`.
 pub fn sender(
     group: &SocketAddr,
     iface: &Interface,
     ttl: u32,
     source: Option<IpAddr>,
+    rate_bps: u64,
 ) -> Result<UdpSocket, NetError> {
     let s = sending_socket(group, iface, ttl, source)?;
+    let _ = s.set_send_buffer_size(send_buffer(rate_bps));
     s.set_nonblocking(true)
         .map_err(sending_error(group, "set non-blocking"))?;
     UdpSocket::from_std(s.into()).map_err(sending_error(group, "register"))
@@ -143,7 +162,6 @@ fn sending_socket(
     let err = |what: &str| sending_error(group, what);
     let s = Socket::new(domain(&group.ip()), Type::DGRAM, Some(Protocol::UDP))
         .map_err(err("create"))?;
-    let _ = s.set_send_buffer_size(SEND_BUFFER);
     if let Some(name) = &iface.name {
         s.bind_device(Some(name.as_bytes()))
             .map_err(err("bind to device"))?;
@@ -366,7 +384,7 @@ mod tests {
         let right = receiver(&group, &lo, Some(Ipv4Addr::LOCALHOST.into())).expect("ssm right");
         let wrong =
             receiver(&group, &lo, Some(Ipv4Addr::new(127, 0, 0, 2).into())).expect("ssm wrong");
-        let tx = sender(&group, &lo, 1, Some(Ipv4Addr::LOCALHOST.into())).expect("sender");
+        let tx = sender(&group, &lo, 1, Some(Ipv4Addr::LOCALHOST.into()), RATE).expect("sender");
         tx.send_to(b"from 127.0.0.1", group).await.expect("send");
         let mut buf = [0u8; 64];
         let got =
@@ -379,6 +397,32 @@ mod tests {
             wrong.try_recv_from(&mut buf).is_err(),
             "another source's join heard it"
         );
+    }
+
+    /// A sending rate for the tests' senders.
+    const RATE: u64 = 100_000_000;
+
+    /// The send buffer holds about 20 ms at the rate, within its bounds,
+    /// and the sender's socket asks for no more (the kernel doubles what
+    /// it is given and caps it at net.core.wmem_max).
+    #[tokio::test]
+    async fn the_send_buffer_holds_a_few_milliseconds_at_the_rate() {
+        assert_eq!(send_buffer(100_000_000), 250_000);
+        assert_eq!(send_buffer(1_000_000_000), 2_500_000);
+        assert_eq!(send_buffer(1_000_000), SEND_BUFFER.0);
+        assert_eq!(send_buffer(u64::MAX), SEND_BUFFER.1);
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 174), 4774).into();
+        for rate in [1_000_000, RATE, 1_000_000_000] {
+            let tx = sender(&group, &lo, 1, None, rate).expect("sender");
+            let got = socket2::SockRef::from(&tx)
+                .send_buffer_size()
+                .expect("SO_SNDBUF");
+            assert!(
+                got >= SEND_BUFFER.0.min(4096) && got <= 2 * send_buffer(rate),
+                "{got} bytes of send buffer at {rate} bit/s"
+            );
+        }
     }
 
     fn data(item: u32) -> Vec<u8> {
@@ -408,7 +452,7 @@ mod tests {
         let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
         let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 173), 4773).into();
         let rx = receiver(&group, &lo, None).expect("receiver");
-        let tx = sender(&group, &lo, 1, None).expect("sender");
+        let tx = sender(&group, &lo, 1, None, RATE).expect("sender");
         filter_items(&rx, Some(&[ItemId(5), ItemId(7)])).expect("filter");
         for item in [6, 5, 8, 7] {
             tx.send_to(&data(item), group).await.expect("send");

@@ -169,8 +169,20 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     let version = next_version(0);
     let n = first.items.len();
     let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
-    let data = socket::sender(&opts.data_group, &opts.interface, opts.ttl, None)?;
-    let announce = socket::sender(&opts.announce_group, &opts.interface, opts.ttl, None)?;
+    let data = socket::sender(
+        &opts.data_group,
+        &opts.interface,
+        opts.ttl,
+        None,
+        opts.rate_bps,
+    )?;
+    let announce = socket::sender(
+        &opts.announce_group,
+        &opts.interface,
+        opts.ttl,
+        None,
+        opts.rate_bps,
+    )?;
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
         items: n,
         scheme: "push".into(),
