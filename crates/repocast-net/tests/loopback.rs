@@ -23,9 +23,7 @@ async fn lossy_clients_with_overlapping_requests_get_identical_files() {
         ("small.txt", 5_000),
     ];
     write_repo(repo.path(), &files, 1);
-    let srv = server::start(serve_opts(repo.path(), "FEC(maxloss+0.02)+R(inf)"))
-        .await
-        .expect("serve");
+    let srv = start(repo.path(), "FEC(maxloss+0.02)+R(inf)", |_| {}).await;
     let wants: [(&[&str], f64); 3] = [
         (&["empty", "one-minus", "dir/big.bin", "small.txt"], 0.0),
         (&["one", "one-plus", "dir/big.bin", "dir/sub/mid.bin"], 0.2),
@@ -74,11 +72,8 @@ async fn lossy_clients_with_overlapping_requests_get_identical_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_items_fail_with_a_reason_and_ls_lists_the_catalogue() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("a", 10), ("b/c", 20)], 2);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(0)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("a", 10), ("b/c", 20)], 2);
+    let srv = start(repo.path(), "FEC(0)+R(0)", |_| {}).await;
     let cat = client::list(srv.request_addr, &Trust::Key(srv.key), None)
         .await
         .expect("ls");
@@ -103,11 +98,8 @@ async fn unknown_items_fail_with_a_reason_and_ls_lists_the_catalogue() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_joiner_completes_with_and_without_notify() {
     for scheme in ["FEC(0.02R)+R(0)+notify", "FEC(0.02R)+R(0)"] {
-        let repo = tempfile::tempdir().expect("tmp");
-        write_repo(repo.path(), &[("big", 4_000_000)], 3);
-        let mut o = serve_opts(repo.path(), scheme);
-        o.rate_bps = 50_000_000; // 4 MB take about 0.7 s
-        let srv = server::start(o).await.expect("serve");
+        let repo = seeded_repo(&[("big", 4_000_000)], 3);
+        let srv = start(repo.path(), scheme, |o| o.rate_bps = 50_000_000).await; // 4 MB take about 0.7 s
         let (a_out, b_out) = (
             tempfile::tempdir().expect("tmp"),
             tempfile::tempdir().expect("tmp"),
@@ -160,11 +152,8 @@ async fn get_killed_midway(srv: &server::ServerHandle, out: &std::path::Path, na
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 12_000_000), ("small", 1000)], 4);
-    let mut o = serve_opts(repo.path(), "FEC(0.01R)+R(0)");
-    o.rate_bps = 40_000_000; // 12 MB take about 2.5 s
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("big", 12_000_000), ("small", 1000)], 4);
+    let srv = start(repo.path(), "FEC(0.01R)+R(0)", |o| o.rate_bps = 40_000_000).await; // 12 MB take about 2.5 s
     let out = tempfile::tempdir().expect("tmp");
     // Killed once it has written a few verified blocks of the 10 in "big".
     get_killed_midway(&srv, out.path(), &["big", "small"]).await;
@@ -192,7 +181,7 @@ async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
         rep.resumed_blocks,
         layout.blocks()
     );
-    assert!(same(&repo.path().join("big"), &out.path().join("big")));
+    assert_delivered(repo.path(), out.path(), &["big"]);
     // A third run finds everything verified in place and receives nothing.
     let again = client::get(get_opts(&srv, out.path(), &["big", "small"], 0.0, 3), None)
         .await
@@ -209,11 +198,11 @@ async fn a_killed_client_resumes_without_receiving_verified_blocks_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_journalled_block_lost_to_a_crash_is_received_again() {
     use std::os::unix::fs::FileExt;
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 12_000_000)], 6);
-    let mut o = serve_opts(repo.path(), "FEC(0.01R)+R(0)");
-    o.rate_bps = 40_000_000;
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("big", 12_000_000)], 6);
+    let srv = start(repo.path(), "FEC(0.01R)+R(0)", |o| {
+        o.rate_bps = 40_000_000;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     get_killed_midway(&srv, out.path(), &["big"]).await;
     // Zero the first block the journal lists, in the partial file.
@@ -250,7 +239,7 @@ async fn a_journalled_block_lost_to_a_crash_is_received_again() {
     assert_eq!(rep.resumed_blocks, listed.len() as u64 - 1);
     let stats = srv.snapshot().stats;
     assert!(stats.resumed_requests >= 1 && stats.naks >= 1, "{stats:?}");
-    assert!(same(&repo.path().join("big"), &out.path().join("big")));
+    assert_delivered(repo.path(), out.path(), &["big"]);
     srv.stop().await.expect("stop");
 }
 
@@ -258,8 +247,7 @@ async fn a_journalled_block_lost_to_a_crash_is_received_again() {
 async fn junk_and_foreign_packets_are_counted_and_ignored() {
     use repocast_core::wire::{ClientMsg, DataRepr};
     use repocast_core::{BlockId, ItemId, SessionId, TransmissionId};
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 2_000_000)], 5);
+    let repo = seeded_repo(&[("f", 2_000_000)], 5);
     let o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
     let (data, ann) = (o.data_group, o.announce_group);
     let srv = server::start(o).await.expect("serve");
@@ -315,7 +303,7 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
         .expect("get");
     junk.abort();
     assert!(rep.all_ok(), "{:?}", rep.items);
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     assert!(rep.malformed > 0, "junk datagrams counted");
     assert!(
         rep.forged > 0,
@@ -331,11 +319,8 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_status_are_served_while_running() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 300_000)], 6);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("f", 300_000)], 6);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
         .await
@@ -383,9 +368,7 @@ async fn items_with_identical_content_each_arrive() {
         std::fs::create_dir_all(repo.path().join(n).parent().expect("parent")).expect("mkdir");
         std::fs::write(repo.path().join(n), vec![7u8; 300_000]).expect("write");
     }
-    let srv = server::start(serve_opts(repo.path(), "FEC(0.02)+R(inf)"))
-        .await
-        .expect("serve");
+    let srv = start(repo.path(), "FEC(0.02)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(
         get_opts(&srv, out.path(), &["a/same", "b/same", "c"], 0.1, 1),
@@ -394,27 +377,22 @@ async fn items_with_identical_content_each_arrive() {
     .await
     .expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
-    for n in ["a/same", "b/same", "c"] {
-        assert!(same(&repo.path().join(n), &out.path().join(n)), "{n}");
-    }
+    assert_delivered(repo.path(), out.path(), &["a/same", "b/same", "c"]);
     srv.stop().await.expect("stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_memory_budget_spills_partial_blocks_and_still_verifies() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 8_000_000)], 8);
+    let repo = seeded_repo(&[("big", 8_000_000)], 8);
     // No FEC up front and 20% loss: every block is partial after the first
     // pass, far more than the 1 MiB budget holds.
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     let mut o = get_opts(&srv, out.path(), &["big"], 0.2, 3);
     o.memory_budget = 1 << 20;
     let rep = client::get(o, None).await.expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
-    assert!(same(&repo.path().join("big"), &out.path().join("big")));
+    assert_delivered(repo.path(), out.path(), &["big"]);
     assert!(rep.spilled_blocks > 0, "blocks were spilled");
     assert_eq!(
         std::fs::read_dir(out.path().join(".repocast/partial"))
@@ -428,17 +406,17 @@ async fn a_small_memory_budget_spills_partial_blocks_and_still_verifies() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn source_specific_joins_receive_from_the_named_source() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 500_000)], 9);
-    let mut o = serve_opts(repo.path(), "FEC(0.02)+R(inf)");
-    o.source = Some(Ipv4Addr::LOCALHOST.into());
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("f", 500_000)], 9);
+    let srv = start(repo.path(), "FEC(0.02)+R(inf)", |o| {
+        o.source = Some(Ipv4Addr::LOCALHOST.into());
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let g = get_opts(&srv, out.path(), &["f"], 0.0, 1);
     assert!(g.ssm, "SSM is the default when the server names its source");
     let rep = client::get(g, None).await.expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     srv.stop().await.expect("stop");
 }
 
@@ -481,15 +459,8 @@ async fn bad_settings_through_the_library_are_errors_not_panics() {
 /// them before they reach the process.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receiver_reads_only_the_items_it_asked_for() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(
-        repo.path(),
-        &[("large.bin", 8_000_000), ("small.bin", 20_000)],
-        3,
-    );
-    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
-    o.rate_bps = 50_000_000; // about 1.3 s for the large item
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("large.bin", 8_000_000), ("small.bin", 20_000)], 3);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| o.rate_bps = 50_000_000).await; // about 1.3 s for the large item
     let (out_a, out_b) = (
         tempfile::tempdir().expect("tmp"),
         tempfile::tempdir().expect("tmp"),
@@ -522,24 +493,19 @@ async fn a_receiver_reads_only_the_items_it_asked_for() {
 /// sends), and both arrive identical.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_a_batching_hold_holds_then_delivers() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("a", 2_000_000), ("b", 1_000_000)], 9);
-    let mut o = serve_opts(repo.path(), "FEC(maxloss+0.02)+R(inf)");
-    o.batch_hold_ms = 2000;
-    o.batch_hold_after_ms = 0;
-    o.batch_hold_idle = true;
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("a", 2_000_000), ("b", 1_000_000)], 9);
+    let srv = start(repo.path(), "FEC(maxloss+0.02)+R(inf)", |o| {
+        o.batch_hold_ms = 2000;
+        o.batch_hold_after_ms = 0;
+        o.batch_hold_idle = true;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["a", "b"], 0.1, 3), None)
         .await
         .expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
-    for name in ["a", "b"] {
-        assert!(
-            same(&repo.path().join(name), &out.path().join(name)),
-            "{name}"
-        );
-    }
+    assert_delivered(repo.path(), out.path(), &["a", "b"]);
     let stats = srv.stop().await.expect("stop");
     assert!(stats.holds >= 1, "{stats:?}");
     // Held for 0.75 of the other item's link time (tens of ms at 200

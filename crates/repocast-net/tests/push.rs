@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{groups, lo, same, write_repo};
+use common::{assert_delivered, groups, lo, same, seeded_repo, write_repo};
 use repocast_core::loss::LossSpec;
 use repocast_net::listen::{ListenOptions, ListenReport, listen};
 use repocast_net::push::{self, PushHandle, PushOptions};
@@ -39,15 +39,12 @@ fn listen_opts(p: &PushOptions, out: &Path, loss: f64, seed: u64) -> ListenOptio
 fn check(r: &ListenReport, repo: &Path, out: &Path, names: &[&str]) {
     assert!(r.all_ok(), "{:?} {:?}", r.items, r.ended);
     assert_eq!(r.items.len(), names.len());
-    for n in names {
-        assert!(same(&repo.join(n), &out.join(n)), "{n} differs");
-    }
+    assert_delivered(repo, out, names);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_listeners_at_0_20_and_50_percent_loss_verify() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("a.bin", 3 << 20), ("d/b.txt", 20_000)], 1);
+    let repo = seeded_repo(&[("a.bin", 3 << 20), ("d/b.txt", 20_000)], 1);
     std::fs::set_permissions(
         repo.path().join("d/b.txt"),
         std::fs::Permissions::from_mode(0o640),
@@ -91,8 +88,7 @@ async fn three_listeners_at_0_20_and_50_percent_loss_verify() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_pinned_to_another_key_takes_nothing() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("x", 10_000)], 2);
+    let repo = seeded_repo(&[("x", 10_000)], 2);
     let (h, o) = start_push(repo.path(), None).await;
     let out = tempfile::tempdir().expect("tmp");
     let mut l = listen_opts(&o, out.path(), 0.0, 1);
@@ -109,12 +105,7 @@ async fn a_listener_pinned_to_another_key_takes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pusher_stops_after_its_redundancy_and_a_glob_selects() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(
-        repo.path(),
-        &[("keep/a.txt", 50_000), ("skip.bin", 80_000)],
-        3,
-    );
+    let repo = seeded_repo(&[("keep/a.txt", 50_000), ("skip.bin", 80_000)], 3);
     let out = tempfile::tempdir().expect("tmp");
     let (mut h, o) = start_push(repo.path(), Some(3.0)).await;
     let mut l = listen_opts(&o, out.path(), 0.1, 4);
@@ -131,8 +122,7 @@ async fn the_pusher_stops_after_its_redundancy_and_a_glob_selects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_satellite_listener_picks_up_an_added_file() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("one", 30_000)], 5);
+    let repo = seeded_repo(&[("one", 30_000)], 5);
     let (h, o) = start_push(repo.path(), None).await;
     let out = tempfile::tempdir().expect("tmp");
     let mut l = listen_opts(&o, out.path(), 0.1, 6);
@@ -167,19 +157,14 @@ async fn a_satellite_listener_picks_up_an_added_file() {
         &repo.path().join("sub/two"),
         &out.path().join("sub/two")
     ));
-    assert!(same(&repo.path().join("one"), &out.path().join("one")));
+    assert_delivered(repo.path(), out.path(), &["one"]);
     assert!(r.version.is_some());
     h.stop().await.expect("stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_mid_download_keeps_verified_files_and_finishes_the_rest() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(
-        repo.path(),
-        &[("a-small.txt", 3_000), ("big.bin", 8 << 20)],
-        8,
-    );
+    let repo = seeded_repo(&[("a-small.txt", 3_000), ("big.bin", 8 << 20)], 8);
     let (data, ann) = groups();
     let mut o = PushOptions::new(repo.path().to_path_buf());
     o.data_group = data;
@@ -243,8 +228,7 @@ async fn a_new_version_mid_download_keeps_verified_files_and_finishes_the_rest()
 /// verifies from symbols signed batches vouched for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_listener_takes_signed_symbols_under_loss() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("s.bin", 2 << 20)], 11);
+    let repo = seeded_repo(&[("s.bin", 2 << 20)], 11);
     let (data, ann) = groups();
     let mut o = PushOptions::new(repo.path().to_path_buf());
     o.data_group = data;

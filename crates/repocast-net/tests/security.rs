@@ -17,11 +17,8 @@ use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_presenting_another_key_is_refused_and_the_first_key_is_recorded() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 3_000)], 1);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("f", 3_000)], 1);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     // Pinned to a key the server does not have.
     let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 1);
@@ -52,11 +49,11 @@ async fn a_server_presenting_another_key_is_refused_and_the_first_key_is_recorde
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn peers_outside_the_allow_list_are_closed_at_once() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 3_000)], 1);
-    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
-    o.allow = vec!["10.0.0.0/8".parse().expect("cidr")];
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("f", 3_000)], 1);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| {
+        o.allow = vec!["10.0.0.0/8".parse().expect("cidr")];
+    })
+    .await;
     let t = std::time::Instant::now();
     let err = client::list(srv.request_addr, &Trust::Key(srv.key), None)
         .await
@@ -90,11 +87,8 @@ async fn a_server_that_never_answers_fails_the_client_within_the_handshake_timeo
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_changed_while_it_is_served_fails_with_a_reason() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 8_000_000)], 2);
-    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
-    o.rate_bps = 20_000_000; // about 3 s
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("big", 8_000_000)], 2);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| o.rate_bps = 20_000_000).await; // about 3 s
     let out = tempfile::tempdir().expect("tmp");
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let job = tokio::spawn(client::get(
@@ -117,11 +111,8 @@ async fn a_file_changed_while_it_is_served_fails_with_a_reason() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fifo_swapped_in_for_a_file_blocks_nothing() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("fifo", 100_000), ("ok", 100_000)], 4);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("fifo", 100_000), ("ok", 100_000)], 4);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let p = repo.path().join("fifo");
     std::fs::remove_file(&p).expect("rm");
     let c = std::ffi::CString::new(p.to_str().expect("utf8")).expect("cstr");
@@ -138,7 +129,7 @@ async fn a_fifo_swapped_in_for_a_file_blocks_nothing() {
     let by = |n: &str| rep.items.iter().find(|o| o.name == n).expect("outcome");
     assert!(by("fifo").result.is_err(), "{:?}", rep.items);
     assert_eq!(by("ok").result, Ok(()));
-    assert!(same(&repo.path().join("ok"), &out.path().join("ok")));
+    assert_delivered(repo.path(), out.path(), &["ok"]);
     srv.stop().await.expect("stop");
 }
 
@@ -150,8 +141,7 @@ async fn an_unreadable_file_is_skipped_and_the_rest_served() {
         eprintln!("skipped: as root every file is readable");
         return;
     }
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("locked", 1_000), ("ok", 1_000)], 5);
+    let repo = seeded_repo(&[("locked", 1_000), ("ok", 1_000)], 5);
     use std::os::unix::fs::PermissionsExt;
     let locked = repo.path().join("locked");
     std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o000)).expect("chmod");
@@ -170,11 +160,8 @@ async fn an_unreadable_file_is_skipped_and_the_rest_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_different_file_is_replaced_only_with_overwrite() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 50_000)], 6);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("f", 50_000)], 6);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     std::fs::write(out.path().join("f"), b"precious").expect("write");
     let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
@@ -189,17 +176,14 @@ async fn an_existing_different_file_is_replaced_only_with_overwrite() {
     let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 2);
     g.overwrite = true;
     assert!(client::get(g, None).await.expect("get").all_ok());
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     srv.stop().await.expect("stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_gets_into_one_folder_at_once_both_verify() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 3_000_000)], 7);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0.05)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("f", 3_000_000)], 7);
+    let srv = start(repo.path(), "FEC(0.05)+R(inf)", |_| {}).await;
     let out = tempfile::tempdir().expect("tmp");
     let a = tokio::spawn(client::get(
         get_opts(&srv, out.path(), &["f"], 0.05, 1),
@@ -212,40 +196,38 @@ async fn two_gets_into_one_folder_at_once_both_verify() {
     let (a, b) = (a.await.expect("a"), b.await.expect("b"));
     let (a, b) = (a.expect("get a"), b.expect("get b"));
     assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     srv.stop().await.expect("stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_encrypting_server_delivers_verified_files_under_loss() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("a", 2_000_000), ("d/b", 300_000)], 8);
-    let mut o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
-    o.encrypt = true;
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("a", 2_000_000), ("d/b", 300_000)], 8);
+    let srv = start(repo.path(), "FEC(0.05)+R(inf)", |o| {
+        o.encrypt = true;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["a", "d/b"], 0.1, 3), None)
         .await
         .expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
     assert_eq!(rep.forged, 0);
-    for f in ["a", "d/b"] {
-        assert!(same(&repo.path().join(f), &out.path().join(f)), "{f}");
-    }
+    assert_delivered(repo.path(), out.path(), &["a", "d/b"]);
     srv.stop().await.expect("stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_with_tokens_serves_only_clients_presenting_one() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 200_000)], 9);
+    let repo = seeded_repo(&[("f", 200_000)], 9);
     let work = tempfile::tempdir().expect("tmp");
     let token = repocast_net::keys::new_token().expect("token");
     let tokens = work.path().join("tokens");
     std::fs::write(&tokens, format!("# who may fetch\nalice {token}\n")).expect("write");
-    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
-    o.tokens = Some(tokens);
-    let srv = server::start(o).await.expect("serve");
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| {
+        o.tokens = Some(tokens);
+    })
+    .await;
     let trust = Trust::Key(srv.key);
     let err = client::list(srv.request_addr, &trust, None)
         .await
@@ -275,7 +257,7 @@ async fn a_server_with_tokens_serves_only_clients_presenting_one() {
     let mut g = get_opts(&srv, out.path(), &["f"], 0.0, 2);
     g.token = Some(token);
     assert!(client::get(g, None).await.expect("get").all_ok());
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     srv.stop().await.expect("stop");
 }
 
@@ -285,8 +267,7 @@ async fn a_server_with_tokens_serves_only_clients_presenting_one() {
 /// the session key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_removed_from_the_file_ends_its_transfer_and_rotates_the_key() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 40_000_000)], 11);
+    let repo = seeded_repo(&[("big", 40_000_000)], 11);
     let work = tempfile::tempdir().expect("tmp");
     let (alice, bob) = (
         repocast_net::keys::new_token().expect("token"),
@@ -294,10 +275,11 @@ async fn a_token_removed_from_the_file_ends_its_transfer_and_rotates_the_key() {
     );
     let tokens = work.path().join("tokens");
     std::fs::write(&tokens, format!("alice {alice}\nbob {bob}\n")).expect("write");
-    let mut o = serve_opts(repo.path(), "FEC(0)+R(inf)");
-    o.tokens = Some(tokens.clone());
-    o.rate_bps = 20_000_000;
-    let srv = server::start(o).await.expect("serve");
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| {
+        o.tokens = Some(tokens.clone());
+        o.rate_bps = 20_000_000;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let mut g = get_opts(&srv, out.path(), &["big"], 0.0, 1);
     g.token = Some(alice.clone());
@@ -367,15 +349,15 @@ fn token_files_refuse_short_tokens_and_empty_files() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transfer_across_a_key_rotation_loses_nothing() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("f", 10_000_000)], 10);
-    let mut o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
-    // 10 MB at 20 Mbit/s: about 4 s; the key is offered after about 1 s
-    // and used from about 3 s (the 2 s grace).
-    o.rate_bps = 20_000_000;
-    o.rekey_secs = 1;
-    o.encrypt = true;
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("f", 10_000_000)], 10);
+    let srv = start(repo.path(), "FEC(0.05)+R(inf)", |o| {
+        // 10 MB at 20 Mbit/s: about 4 s; the key is offered after about 1 s
+        // and used from about 3 s (the 2 s grace).
+        o.rate_bps = 20_000_000;
+        o.rekey_secs = 1;
+        o.encrypt = true;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.05, 4), None)
         .await
@@ -387,7 +369,7 @@ async fn a_transfer_across_a_key_rotation_loses_nothing() {
         rep.elapsed
     );
     assert_eq!(rep.forged, 0, "packets refused across the rotation");
-    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    assert_delivered(repo.path(), out.path(), &["f"]);
     srv.stop().await.expect("stop");
 }
 
@@ -425,11 +407,8 @@ async fn a_full_disk_fails_the_item_that_does_not_fit_and_frees_its_space() {
         eprintln!("skipped: cannot mount a tmpfs here (needs root)");
         return;
     };
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("big", 5_000_000), ("small", 100_000)], 11);
-    let srv = server::start(serve_opts(repo.path(), "FEC(0)+R(inf)"))
-        .await
-        .expect("serve");
+    let repo = seeded_repo(&[("big", 5_000_000), ("small", 100_000)], 11);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
     let rep = client::get(get_opts(&srv, &disk.0, &["big", "small"], 0.0, 5), None)
         .await
         .expect("get");
@@ -465,11 +444,11 @@ fn walk(dir: &std::path::Path) -> u64 {
 /// still verifies, and batches were checked with none refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_signing_its_symbols_delivers_verified_files_under_loss() {
-    let repo = tempfile::tempdir().expect("tmp");
-    write_repo(repo.path(), &[("a", 2_000_000), ("d/b", 300_000)], 9);
-    let mut o = serve_opts(repo.path(), "FEC(0.05)+R(inf)");
-    o.sign_symbols = true;
-    let srv = server::start(o).await.expect("serve");
+    let repo = seeded_repo(&[("a", 2_000_000), ("d/b", 300_000)], 9);
+    let srv = start(repo.path(), "FEC(0.05)+R(inf)", |o| {
+        o.sign_symbols = true;
+    })
+    .await;
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["a", "d/b"], 0.1, 4), None)
         .await
@@ -477,8 +456,6 @@ async fn a_server_signing_its_symbols_delivers_verified_files_under_loss() {
     assert!(rep.all_ok(), "{:?}", rep.items);
     assert!(rep.signing.batches > 10, "{:?}", rep.signing);
     assert_eq!(rep.signing.bad_batches, 0);
-    for f in ["a", "d/b"] {
-        assert!(same(&repo.path().join(f), &out.path().join(f)), "{f}");
-    }
+    assert_delivered(repo.path(), out.path(), &["a", "d/b"]);
     srv.stop().await.expect("stop");
 }

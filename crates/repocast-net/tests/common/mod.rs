@@ -5,7 +5,7 @@
 
 use repocast_core::loss::LossSpec;
 use repocast_net::client::{self, GetOptions};
-use repocast_net::server::{ServeOptions, ServerHandle};
+use repocast_net::server::{self, ServeOptions, ServerHandle};
 use repocast_net::socket::Interface;
 use repocast_net::tls::Trust;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -23,6 +23,36 @@ pub fn groups() -> (SocketAddr, SocketAddr) {
         (Ipv4Addr::new(239, 255, g, 10 + 2 * n as u8), base).into(),
         (Ipv4Addr::new(239, 255, g, 11 + 2 * n as u8), base + 1).into(),
     )
+}
+
+/// A repository of `files` (name, size) of seeded bytes in a temporary
+/// folder, removed when the value drops.
+pub fn seeded_repo(files: &[(&str, usize)], seed: u64) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().expect("tmp");
+    write_repo(repo.path(), files, seed);
+    repo
+}
+
+/// Serves `repo` on loopback with [`serve_opts`] under `scheme`, changed
+/// by `tune`.
+pub async fn start(
+    repo: &Path,
+    scheme: &str,
+    tune: impl FnOnce(&mut ServeOptions),
+) -> ServerHandle {
+    let mut o = serve_opts(repo, scheme);
+    tune(&mut o);
+    server::start(o).await.expect("serve")
+}
+
+/// Each of `names` under `out` is byte for byte the one under `repo`.
+pub fn assert_delivered(repo: &Path, out: &Path, names: &[&str]) {
+    for n in names {
+        assert!(
+            same(&repo.join(n), &out.join(n)),
+            "{n} differs or is missing"
+        );
+    }
 }
 
 pub fn write_repo(dir: &Path, files: &[(&str, usize)], seed: u64) {
