@@ -107,14 +107,8 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let request_addr = listener
         .local_addr()
         .map_err(|e| NetError::socket("local address", e))?;
-    let data = socket::sender(
+    let (data, announce) = socket::senders(
         &opts.data_group,
-        &opts.interface,
-        opts.ttl,
-        opts.source,
-        opts.rate_bps,
-    )?;
-    let announce = socket::sender(
         &opts.announce_group,
         &opts.interface,
         opts.ttl,

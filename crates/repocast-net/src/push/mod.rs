@@ -169,14 +169,8 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     let version = next_version(0);
     let n = first.items.len();
     let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
-    let data = socket::sender(
+    let (data, announce) = socket::senders(
         &opts.data_group,
-        &opts.interface,
-        opts.ttl,
-        None,
-        opts.rate_bps,
-    )?;
-    let announce = socket::sender(
         &opts.announce_group,
         &opts.interface,
         opts.ttl,
