@@ -81,8 +81,10 @@ pub struct ServerConfig {
     /// of the item's source symbols; past it its NAKs for the item are
     /// refused and the item fails for it with a reason (None: no limit).
     pub repair_budget: Option<u32>,
-    /// Push mode: item data one pass interleaves over at a time (the
-    /// encoders the server holds; SPEC 3.6).
+    /// Push mode: the budget of item data whose encoders the server keeps
+    /// between passes; a larger item is streamed, about this many bytes of
+    /// its repair symbols made ahead (`server::encoders`; every pass still
+    /// interleaves all its blocks, SPEC 3.6).
     pub push_span_bytes: u64,
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion

@@ -1,19 +1,52 @@
-//! The encoders a push-mode server keeps between passes of its items.
+//! Where a push-mode server's symbols come from, between passes of its
+//! items.
 //!
 //! A fountain encoder's first repair symbol costs the block's whole
 //! intermediate-symbol computation (about 6 ms for 1,000 symbols of 1,280
 //! bytes). Built afresh each pass, every block of an item would pay it in
-//! the same round, and the sender would stall for the sum. The cache keeps
-//! encoders across passes, up to a budget of block bytes (least recently
-//! used out first), and [`EncoderCache::prepare_one`] lets the Fcast order
-//! ([`super::fcast`]) do that work one block at a time, spread over a pass
-//! of source symbols, where pacing leaves the time for it.
+//! the same round, and the sender would stall for the sum. So:
+//!
+//! - **An item whose blocks fit the budget** keeps its encoders across
+//!   passes (least recently used out first), and
+//!   [`EncoderCache::prepare_one`] lets the Fcast order ([`super::fcast`])
+//!   do that work one block at a time, spread over a pass of source
+//!   symbols, where pacing leaves the time for it.
+//! - **A larger item is streamed**: its source symbols are read from the
+//!   driver's source as they go out, and its repair symbols are made ahead,
+//!   a batch per block at a time ([`EncoderCache::make_ahead`]: the block
+//!   is read and encoded, the batch kept, the encoder dropped), so every
+//!   round of a pass still takes a symbol of every block while the server
+//!   holds about a budget of symbols, whatever the item's size.
 
-use super::transmission::ReadFailed;
+use super::config::BlockSource;
+use super::transmission::{ReadFailed, load_encoder, read_source_symbol};
 use crate::ItemId;
-use crate::fec::BlockEncoder;
-use std::collections::BTreeMap;
+use crate::fec::layout::Layout;
+use crate::fec::{BlockEncoder, CodeKind};
 use std::collections::btree_map::Entry;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Fewest repair symbols a streamed item's block makes at a time (each
+/// batch costs one read and encode of the block). Above budget / (64 x
+/// symbol size) blocks (1 GiB of 1,440-byte symbols in 64 MiB), this
+/// floor, not the budget, bounds the symbols held.
+pub const MIN_AHEAD: u32 = 64;
+
+/// One block's repair symbols made ahead.
+#[derive(Default)]
+struct Ahead {
+    /// The id the next symbol made will have (`None`: the first repair id).
+    next: Option<u32>,
+    symbols: VecDeque<(u32, Vec<u8>)>,
+}
+
+/// The item being streamed and its blocks' symbols made ahead.
+struct Stream {
+    item: ItemId,
+    /// Symbols a batch tops a block up to.
+    per_block: u32,
+    blocks: Vec<Ahead>,
+}
 
 struct Kept {
     encoder: Box<dyn BlockEncoder>,
@@ -22,9 +55,11 @@ struct Kept {
     prepared: bool,
 }
 
-/// Encoders by (item, block), bounded by the bytes of their blocks.
+/// Encoders by (item, block), bounded by the bytes of their blocks, and
+/// the symbols of the one item streamed (bounded by the same budget).
 pub struct EncoderCache {
     kept: BTreeMap<(ItemId, u32), Kept>,
+    stream: Option<Stream>,
     /// The same keys by last use, oldest first.
     by_use: BTreeMap<u64, (ItemId, u32)>,
     bytes: u64,
@@ -38,6 +73,7 @@ impl EncoderCache {
     pub fn new(budget: u64) -> Self {
         EncoderCache {
             kept: BTreeMap::new(),
+            stream: None,
             by_use: BTreeMap::new(),
             bytes: 0,
             budget,
@@ -78,6 +114,119 @@ impl EncoderCache {
         Ok(&mut kept.encoder)
     }
 
+    /// Whether `layout`'s blocks (all of them) fit the budget, so the
+    /// item's encoders can be kept; if not, the item is streamed from now
+    /// on (its symbols made ahead kept if it already was).
+    pub fn fits_or_stream(&mut self, item: ItemId, layout: &Layout) -> bool {
+        let g = layout.blocks();
+        let total: u64 = (0..g).map(|b| layout.block_len(b)).sum();
+        if total <= self.budget {
+            return true;
+        }
+        if self.stream.as_ref().is_some_and(|s| s.item == item) {
+            return false;
+        }
+        let t = layout.symbol_size().max(1) as u64;
+        let per_block = (self.budget / (g.max(1) as u64 * t)).min(u32::MAX as u64) as u32;
+        // Its blocks do not fit, so neither do kept encoders beside them.
+        while self.evict() {}
+        self.stream = Some(Stream {
+            item,
+            per_block: per_block.max(MIN_AHEAD),
+            blocks: (0..g).map(|_| Ahead::default()).collect(),
+        });
+        false
+    }
+
+    /// Packets between two [`EncoderCache::make_ahead`] calls for a
+    /// streamed item (each tops up one block by at least half a batch, so
+    /// making keeps ahead of sending), `None` if `item` is not streamed.
+    pub fn ahead_gap(&self, item: ItemId) -> Option<u64> {
+        let s = self.stream.as_ref().filter(|s| s.item == item)?;
+        Some((s.per_block as u64 / 4).max(1))
+    }
+
+    /// Writes symbol `esi` of `block` of `item` into `out`: from its kept
+    /// encoder (loaded from `src` if need be), or for a streamed item, a
+    /// source symbol read from `src` or a repair symbol made ahead (made
+    /// now, with a batch after it, if it was not).
+    #[allow(clippy::too_many_arguments)]
+    pub fn symbol(
+        &mut self,
+        item: ItemId,
+        block: u32,
+        esi: u32,
+        layout: &Layout,
+        code: CodeKind,
+        src: &mut dyn BlockSource,
+        out: &mut Vec<u8>,
+    ) -> Result<(), ReadFailed> {
+        let Some(stream) = self.stream.as_mut().filter(|s| s.item == item) else {
+            let len = layout.block_len(block);
+            let enc = self.get_or_load(item, block, len, || {
+                load_encoder(item, block, layout, code, src)
+            })?;
+            enc.symbol(esi, out);
+            return Ok(());
+        };
+        if esi < layout.block_symbols(block) {
+            return read_source_symbol(item, block, esi, layout, src, out);
+        }
+        let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+            out.clear();
+            return Ok(());
+        };
+        // Ids go out in order; one not made ahead (a plan that jumped)
+        // starts the batch afresh from it.
+        while ahead.symbols.front().is_some_and(|(id, _)| *id != esi) {
+            ahead.symbols.pop_front();
+        }
+        if ahead.symbols.is_empty() {
+            ahead.next = Some(esi);
+            make(stream, item, block, layout, code, src)?;
+        }
+        match stream
+            .blocks
+            .get_mut(block as usize)
+            .and_then(|a| a.symbols.pop_front())
+        {
+            Some((_, bytes)) => *out = bytes,
+            None => out.clear(),
+        }
+        Ok(())
+    }
+
+    /// Tops up the block of streamed `item` with the fewest repair symbols
+    /// made ahead, if it holds under half a batch; returns whether it did.
+    pub fn make_ahead(
+        &mut self,
+        item: ItemId,
+        layout: &Layout,
+        code: CodeKind,
+        src: &mut dyn BlockSource,
+    ) -> Result<bool, ReadFailed> {
+        let Some(stream) = self.stream.as_mut().filter(|s| s.item == item) else {
+            return Ok(false);
+        };
+        let lowest = (stream.blocks.iter().enumerate())
+            .min_by_key(|(_, a)| a.symbols.len())
+            .map(|(b, a)| (b as u32, a.symbols.len() as u32));
+        match lowest {
+            Some((b, held)) if held < stream.per_block / 2 => {
+                make(stream, item, b, layout, code, src)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// Repair symbols made ahead for the streamed item, if any.
+    pub fn ahead_symbols(&self) -> usize {
+        (self.stream.iter().flat_map(|s| &s.blocks))
+            .map(|a| a.symbols.len())
+            .sum()
+    }
+
     /// Drops the least recently used encoder; false if none is left.
     fn evict(&mut self) -> bool {
         let Some((_, key)) = self.by_use.pop_first() else {
@@ -116,6 +265,38 @@ impl EncoderCache {
     pub fn is_empty(&self) -> bool {
         self.kept.is_empty()
     }
+}
+
+/// Reads and encodes `block` of the streamed item and tops its symbols
+/// made ahead up to a batch, from the block's next id on (wrapping at the
+/// code's symbol space).
+fn make(
+    stream: &mut Stream,
+    item: ItemId,
+    block: u32,
+    layout: &Layout,
+    code: CodeKind,
+    src: &mut dyn BlockSource,
+) -> Result<(), ReadFailed> {
+    let k = layout.block_symbols(block);
+    let space = code.symbol_space(k).max(1) as u64;
+    let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+        return Ok(());
+    };
+    let want = (stream.per_block as usize).saturating_sub(ahead.symbols.len());
+    if want == 0 {
+        return Ok(());
+    }
+    let mut enc = load_encoder(item, block, layout, code, src)?;
+    let mut id = ahead.next.unwrap_or(k);
+    for _ in 0..want {
+        let mut bytes = Vec::new();
+        enc.symbol(id, &mut bytes);
+        ahead.symbols.push_back((id, bytes));
+        id = ((id as u64 + 1) % space) as u32;
+    }
+    ahead.next = Some(id);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -750,6 +750,13 @@ impl Server {
         self.start(now, t);
     }
 
+    /// Push mode: repair symbols of a streamed item held made ahead (the
+    /// sender's memory for an item larger than `push_span_bytes`).
+    pub fn push_symbols_ahead(&self) -> usize {
+        let on_air = self.current.as_ref().and_then(|t| t.encoders());
+        (self.push_encoders.as_ref().or(on_air)).map_or(0, |c| c.ahead_symbols())
+    }
+
     /// A push pass goes out in Fcast order, shuffled afresh per pass.
     fn interleave_current(&mut self, item: ItemId) {
         let Some(t) = self.current.as_mut().filter(|t| t.item == item) else {
@@ -762,7 +769,7 @@ impl Server {
         let span = self.cfg.push_span_bytes;
         let cache =
             (self.push_encoders.take()).unwrap_or_else(|| encoders::EncoderCache::new(span));
-        t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
+        t.interleave(&st.layout, crate::rng::Rng::new(seed), cache);
     }
 
     fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {

@@ -203,21 +203,19 @@ impl Transmission {
     }
 
     /// Sends the plan in Fcast order (round by round over the blocks,
-    /// shuffled by `rng`, spans of at most `span_bytes`) instead of block
-    /// after block, with its encoders in `encoders` (handed back by
-    /// [`Transmission::take_encoders`]).
-    pub fn interleave(
-        &mut self,
-        layout: &Layout,
-        span_bytes: u64,
-        rng: crate::rng::Rng,
-        encoders: EncoderCache,
-    ) {
+    /// shuffled by `rng`) instead of block after block, with its symbols
+    /// from `encoders` (handed back by [`Transmission::take_encoders`]).
+    pub fn interleave(&mut self, layout: &Layout, rng: crate::rng::Rng, encoders: EncoderCache) {
         if self.arm.is_none() {
             self.fcast = Some(super::fcast::Fcast::new(
-                self.item, &self.plan, layout, span_bytes, rng, encoders,
+                self.item, &self.plan, layout, rng, encoders,
             ));
         }
+    }
+
+    /// The encoder cache of an interleaved transmission.
+    pub fn encoders(&self) -> Option<&EncoderCache> {
+        self.fcast.as_ref().map(|f| &f.encoders)
     }
 
     /// The encoder cache of an interleaved transmission, for the next.
@@ -378,11 +376,14 @@ impl Transmission {
         if let Some(src) = source {
             let item = self.item;
             let enc = match self.fcast.as_mut() {
-                Some(f) => f
-                    .encoders
-                    .get_or_load(item, block, layout.block_len(block), || {
-                        load_encoder(item, block, layout, code, src)
-                    })?,
+                Some(f) => {
+                    f.encoders
+                        .symbol(item, block, esi, layout, code, src, &mut payload)?;
+                    if f.ahead_due() {
+                        f.encoders.make_ahead(item, layout, code, src)?;
+                    }
+                    None
+                }
                 None => {
                     if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
                         self.encoder = None;
@@ -390,12 +391,14 @@ impl Transmission {
                         self.encoder = Some((block, enc));
                     }
                     match self.encoder.as_mut() {
-                        Some((_, enc)) => enc,
+                        Some((_, enc)) => Some(enc),
                         None => return Ok(None),
                     }
                 }
             };
-            enc.symbol(esi, &mut payload);
+            if let Some(enc) = enc {
+                enc.symbol(esi, &mut payload);
+            }
         }
         let pkt = DataRepr {
             session,
@@ -424,8 +427,32 @@ impl Transmission {
     }
 }
 
+/// Reads symbol `esi` (a source symbol, `esi` < k) of `block` of `item`
+/// from `src` into `out`, zero-padded to the symbol size past the block's
+/// end, as the block's encoder would give it.
+pub(super) fn read_source_symbol(
+    item: ItemId,
+    block: u32,
+    esi: u32,
+    layout: &Layout,
+    src: &mut dyn BlockSource,
+    out: &mut Vec<u8>,
+) -> Result<(), ReadFailed> {
+    let t = layout.symbol_size() as usize;
+    let from = esi as u64 * t as u64;
+    let len = layout.block_len(block).saturating_sub(from).min(t as u64) as usize;
+    out.clear();
+    src.read(item, layout.block_offset(block) + from, len, out)
+        .map_err(ReadFailed)?;
+    if out.len() != len {
+        return Err(ReadFailed(super::SourceError::Short(block)));
+    }
+    out.resize(t, 0);
+    Ok(())
+}
+
 /// Reads block `block` of `item` from `src` and builds its encoder.
-fn load_encoder(
+pub(super) fn load_encoder(
     item: ItemId,
     block: u32,
     layout: &Layout,
