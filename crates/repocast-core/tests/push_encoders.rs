@@ -40,7 +40,8 @@ impl BlockSource for Counting {
 }
 
 /// What the push server did over three passes of one item of `blocks`
-/// blocks of 50 symbols, with a budget of `budget_blocks` blocks.
+/// blocks of 50 symbols, with a budget of `budget_blocks` blocks, sending
+/// a packet every `interval`.
 struct Passes {
     /// Whole-block reads.
     reads: u64,
@@ -53,11 +54,11 @@ struct Passes {
     peak_ahead: usize,
 }
 
-fn three_passes(blocks: usize, budget_blocks: u64) -> Passes {
+fn three_passes(blocks: usize, budget_blocks: u64, interval: Duration) -> Passes {
     let mut cfg = Profile::Push.server();
     cfg.symbol_size = 64;
     cfg.max_block_symbols = 50;
-    cfg.packet_interval = Duration::from_micros(100);
+    cfg.packet_interval = interval;
     cfg.push_span_bytes = budget_blocks * 50 * 64;
     let fec = FecParams {
         code: cfg.code,
@@ -132,7 +133,7 @@ fn every_round_takes_every_block(p: &Passes) {
 
 #[test]
 fn an_item_within_the_budget_is_read_once_across_passes() {
-    let p = three_passes(6, 8);
+    let p = three_passes(6, 8, Duration::from_micros(100));
     assert_eq!((p.reads, p.small_reads), (p.blocks, 0));
     assert_eq!(p.peak_ahead, 0);
     every_round_takes_every_block(&p);
@@ -142,7 +143,7 @@ fn an_item_within_the_budget_is_read_once_across_passes() {
 fn an_item_larger_than_the_budget_is_streamed_round_by_round() {
     // A budget of 2 blocks of 50 symbols for 20 blocks: 64 repair symbols
     // made ahead per block (the floor; the budget would give 5).
-    let p = three_passes(20, 2);
+    let p = three_passes(20, 2, Duration::from_micros(100));
     every_round_takes_every_block(&p);
     // Source symbols are read one by one, once each.
     assert_eq!(p.small_reads, p.blocks * 50);
@@ -154,4 +155,26 @@ fn an_item_larger_than_the_budget_is_streamed_round_by_round() {
         p.blocks
     );
     assert!(p.peak_ahead <= 20 * 64, "{} symbols held", p.peak_ahead);
+}
+
+#[test]
+fn an_item_too_large_to_stream_at_the_rate_goes_in_spans() {
+    // At 20 million packets a second, making 64 symbols ahead per read of
+    // a 3,200-byte block would take more than half a core: spans of 2
+    // blocks, every round of one span before the next, each block read
+    // again each pass (and never a symbol at a time).
+    let p = three_passes(20, 2, Duration::from_nanos(50));
+    assert_eq!(p.small_reads, 0);
+    assert!(
+        p.reads >= 3 * p.blocks,
+        "{} reads of {} blocks",
+        p.reads,
+        p.blocks
+    );
+    assert_eq!(p.peak_ahead, 0);
+    // The first 50 rounds of a pass: blocks 0 and 1 only.
+    let mut first: Vec<u32> = p.order[..100].to_vec();
+    first.sort_unstable();
+    first.dedup();
+    assert_eq!(first, vec![0, 1]);
 }

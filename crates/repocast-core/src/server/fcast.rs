@@ -4,23 +4,30 @@
 //! block after another, round r sends the r-th planned symbol of every
 //! block, in an order shuffled afresh each round, so periodic loss does
 //! not always hit the same block and a receiver that tunes in anywhere
-//! gains on every block at the same pace, whatever the item's size. The
-//! symbols come from [`super::encoders`]: when the item's blocks fit its
-//! budget, their encoders outlive the pass, and the pass prepares them for
-//! the next one's repair symbols, one block every half block of packets;
-//! a larger item is streamed, its repair symbols made ahead a block at a
-//! time, one batch every quarter batch of packets. The server's
+//! gains on every block at the same pace. The symbols come from
+//! [`super::encoders`]: when the item's blocks fit its budget, their
+//! encoders outlive the pass, and the pass prepares them for the next
+//! one's repair symbols, one block every half block of packets; a larger
+//! item is streamed, its repair symbols made ahead a block at a time, one
+//! batch every quarter batch of packets; only an item too large to stream
+//! at the sending rate is taken in spans of the budget, every round of one
+//! span before the next. The server's
 //! [`super::transmission::Transmission`] asks this order which planned
 //! symbol comes next.
 
-use super::encoders::EncoderCache;
+use super::encoders::{EncoderCache, Fit};
 use super::transmission::Segment;
 use crate::ItemId;
 use crate::fec::layout::Layout;
 use crate::rng::Rng;
+use std::ops::Range;
 
 /// The order of a pass in progress.
 pub struct Fcast {
+    /// Spans of consecutive segments, in plan order (one unless the item
+    /// is sent in spans).
+    spans: Vec<Range<usize>>,
+    span: usize,
     round: u32,
     /// Segments of this round not yet sent, in sending order (reversed).
     order: Vec<usize>,
@@ -33,7 +40,7 @@ pub struct Fcast {
     /// symbols made ahead), handed from pass to pass.
     pub encoders: EncoderCache,
     /// The item, whose kept encoders this pass prepares (None: it is
-    /// streamed).
+    /// streamed or in spans).
     prepare: Option<ItemId>,
     /// Packets between two preparations (half the largest block's).
     prepare_gap: u64,
@@ -44,18 +51,35 @@ pub struct Fcast {
 
 impl Fcast {
     /// The order over `plan` (segments of `item` laid out by `layout`),
-    /// shuffles from `rng`, symbols from `encoders`.
+    /// shuffles from `rng`, symbols from `encoders` (spans of at most
+    /// `span_bytes` if they can neither keep nor stream the item).
     pub fn new(
         item: ItemId,
         plan: &[Segment],
         layout: &Layout,
+        span_bytes: u64,
         rng: Rng,
         mut encoders: EncoderCache,
     ) -> Self {
         let lens: Vec<u32> = plan.iter().map(|s| s.esis_len()).collect();
-        let fits = encoders.fits_or_stream(item, layout);
+        let fit = encoders.fit(item, layout);
+        let mut spans = Vec::new();
+        let (mut from, mut bytes) = (0, 0u64);
+        for (i, s) in plan.iter().enumerate() {
+            let b = layout.block_len(s.block);
+            if fit == Fit::Spans && i > from && bytes + b > span_bytes {
+                spans.push(from..i);
+                (from, bytes) = (i, 0);
+            }
+            bytes += b;
+        }
+        if from < plan.len() {
+            spans.push(from..plan.len());
+        }
         let mut f = Fcast {
-            prepare: fits.then_some(item),
+            spans,
+            span: 0,
+            prepare: (fit == Fit::Kept).then_some(item),
             prepare_gap: (lens.iter().copied().max().unwrap_or(0) as u64 / 2).max(1),
             ahead_gap: encoders.ahead_gap(item),
             taken: 0,
@@ -73,10 +97,11 @@ impl Fcast {
 
     /// The segments with a symbol in the current round, shuffled.
     fn fill_round(&mut self) {
+        let Some(span) = self.spans.get(self.span) else {
+            return;
+        };
         let round = self.round;
-        self.order = (0..self.lens.len())
-            .filter(|&s| self.lens[s] > round)
-            .collect();
+        self.order = span.clone().filter(|&s| self.lens[s] > round).collect();
         self.rng.shuffle(&mut self.order);
     }
 
@@ -88,7 +113,14 @@ impl Fcast {
             self.round += 1;
             self.fill_round();
             if self.order.is_empty() {
-                return None;
+                // The span is done (the cache's budget lets its encoders
+                // go as the next span's come in).
+                self.span += 1;
+                self.round = 0;
+                if self.span >= self.spans.len() {
+                    return None;
+                }
+                self.fill_round();
             }
         }
     }

@@ -767,9 +767,10 @@ impl Server {
         };
         let seed = self.cfg.seed ^ (t.id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let span = self.cfg.push_span_bytes;
+        let pps = 1_000_000_000 / self.cfg.packet_interval.as_nanos().max(1) as u64;
         let cache =
-            (self.push_encoders.take()).unwrap_or_else(|| encoders::EncoderCache::new(span));
-        t.interleave(&st.layout, crate::rng::Rng::new(seed), cache);
+            (self.push_encoders.take()).unwrap_or_else(|| encoders::EncoderCache::new(span, pps));
+        t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
     }
 
     fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {

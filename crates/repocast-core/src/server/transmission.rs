@@ -203,12 +203,20 @@ impl Transmission {
     }
 
     /// Sends the plan in Fcast order (round by round over the blocks,
-    /// shuffled by `rng`) instead of block after block, with its symbols
-    /// from `encoders` (handed back by [`Transmission::take_encoders`]).
-    pub fn interleave(&mut self, layout: &Layout, rng: crate::rng::Rng, encoders: EncoderCache) {
+    /// shuffled by `rng`; spans of at most `span_bytes` when the item can
+    /// be neither kept nor streamed) instead of block after block, with
+    /// its symbols from `encoders` (handed back by
+    /// [`Transmission::take_encoders`]).
+    pub fn interleave(
+        &mut self,
+        layout: &Layout,
+        span_bytes: u64,
+        rng: crate::rng::Rng,
+        encoders: EncoderCache,
+    ) {
         if self.arm.is_none() {
             self.fcast = Some(super::fcast::Fcast::new(
-                self.item, &self.plan, layout, rng, encoders,
+                self.item, &self.plan, layout, span_bytes, rng, encoders,
             ));
         }
     }
