@@ -19,7 +19,10 @@
 //!   holds about a budget of symbols, whatever the item's size. Each batch
 //!   costs a read and encode of its block, so an item is streamed only
 //!   while that work, estimated at the sending rate, stays under half a
-//!   core ([`MAKE_NS_PER_BYTE`]).
+//!   core ([`MAKE_NS_PER_BYTE`]). A source symbol read on its own is not
+//!   checked against its block's hash as a whole block's read is: a file
+//!   changed in place fails its item at the block's next batch, and
+//!   listeners check every block against its signed hash anyway.
 //! - **Otherwise** (a large item at a high rate) the pass takes the
 //!   item's blocks in spans of the budget, every round of one span before
 //!   the next ([`Fit::Spans`]): cheap for the sender, but a listener that
@@ -80,7 +83,8 @@ struct Kept {
 }
 
 /// Encoders by (item, block), bounded by the bytes of their blocks, and
-/// the symbols of the one item streamed (bounded by the same budget).
+/// the symbols of the one item streamed (about one budget more, kept while
+/// other items' passes come between, so its next pass starts made ahead).
 pub struct EncoderCache {
     kept: BTreeMap<(ItemId, u32), Kept>,
     stream: Option<Stream>,
