@@ -152,8 +152,7 @@ impl EncoderCache {
     /// was) while making them ahead costs under half a core at the rate;
     /// else in spans.
     pub fn fit(&mut self, item: ItemId, layout: &Layout) -> Fit {
-        let g = layout.blocks();
-        let total: u64 = (0..g).map(|b| layout.block_len(b)).sum();
+        let (g, total) = (layout.blocks(), layout.size());
         if total <= self.budget {
             return Fit::Kept;
         }

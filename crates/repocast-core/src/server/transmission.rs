@@ -383,14 +383,13 @@ impl Transmission {
         let mut payload = Vec::new();
         if let Some(src) = source {
             let item = self.item;
-            let enc = match self.fcast.as_mut() {
+            match self.fcast.as_mut() {
                 Some(f) => {
                     f.encoders
                         .symbol(item, block, esi, layout, code, src, &mut payload)?;
                     if f.ahead_due() {
                         f.encoders.make_ahead(item, layout, code, src)?;
                     }
-                    None
                 }
                 None => {
                     if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
@@ -399,13 +398,10 @@ impl Transmission {
                         self.encoder = Some((block, enc));
                     }
                     match self.encoder.as_mut() {
-                        Some((_, enc)) => Some(enc),
+                        Some((_, enc)) => enc.symbol(esi, &mut payload),
                         None => return Ok(None),
                     }
                 }
-            };
-            if let Some(enc) = enc {
-                enc.symbol(esi, &mut payload);
             }
         }
         let pkt = DataRepr {
