@@ -14,7 +14,7 @@
 //! listen = "0.0.0.0:4700"
 //! metrics = "127.0.0.1:4703"   # or "off"
 //! ttl = 1
-//! symbol_size = 1280
+//! symbol_size = 1420          # default: fill the data link's MTU
 //! block_symbols = 1000
 //! encrypt = false
 //! sign_symbols = false

@@ -64,7 +64,7 @@ pub struct PushArgs {
     /// MTU, at most a 1,500-byte frame's: 1440 on IPv4 Ethernet].
     #[arg(long)]
     pub symbol_size: Option<u16>,
-    /// Largest source block in symbols (kmax) [the code's].
+    /// Largest source block in symbols (kmax) [1250 for raptorq, else the code's].
     #[arg(long)]
     pub block_symbols: Option<u32>,
     /// The signing key (`repocast keygen`); created if missing

@@ -56,7 +56,8 @@ pub struct ServeArgs {
     /// Erasure code: raptorq, rs, xor, exact [raptorq].
     #[arg(long)]
     pub code: Option<String>,
-    /// Bytes per symbol (even; 1280 fits a 1500-byte MTU) [1280].
+    /// Bytes per symbol [the largest whose packet fits the interface's
+    /// MTU, at most a 1,500-byte frame's: 1420 on IPv4 Ethernet].
     #[arg(long)]
     pub symbol_size: Option<u16>,
     /// Largest source block in symbols [the code's].
@@ -171,7 +172,7 @@ pub fn options(a: &ServeArgs) -> Result<ServeOptions, String> {
     o.data_group = a.data_group.unwrap_or(o.data_group);
     o.announce_group = a.announce_group.unwrap_or(o.announce_group);
     o.ttl = a.ttl.unwrap_or(o.ttl);
-    o.symbol_size = a.symbol_size.unwrap_or(o.symbol_size);
+    o.symbol_size = a.symbol_size.or(o.symbol_size);
     o.max_block = a.block_symbols.or(o.max_block);
     o.source = a.source.or(o.source);
     o.seed = a.seed.unwrap_or(o.seed);

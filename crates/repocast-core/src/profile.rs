@@ -12,7 +12,9 @@
 //!   multicast and may lose packets too). Once the server has had work
 //!   without a break for 4 s, the batching hold (`crate::sched::hold`,
 //!   up to 4 s) sends items asked for long ago before those just asked
-//!   for; it never leaves the link idle.
+//!   for; it never leaves the link idle. Symbols fill a 1,500-byte IPv4
+//!   frame with the packet's authentication tag (1,420 bytes; `serve`
+//!   sizes them to the MTU of the link it sends on).
 //! - [`Profile::Study`]: the published study's settings, which the
 //!   simulator's sweeps reproduce: `FEC(0.01R)+R(0)`, the base case's
 //!   30-210 ms NAK window, repairs sized by the largest NAK alone, no early
@@ -24,15 +26,19 @@
 //!   the passes that follow; MAD picks the item (flat with no popularity).
 //!   No NAKs, no reports: there is no back channel. Symbols fill a
 //!   1,500-byte IPv4 frame (1,440 bytes; `push` sizes them to the MTU of
-//!   the link it sends on, [`symbol_size_for_mtu`]).
+//!   the link it sends on, [`symbol_size_for_mtu`]). RaptorQ blocks of
+//!   up to 1,250 symbols ([`push_block_symbols`]), not request mode's
+//!   1,000: with no repair on demand, a lossy listener waits for its
+//!   unluckiest block, and larger blocks narrow that spread.
 //!
 //! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
 //! limits; callers change single fields afterwards (rate, seed, channels).
 
 use crate::client::ClientConfig;
+use crate::fec::CodeKind;
 use crate::policy::{FecPolicy, Retransmit, Scheme};
 use crate::server::{ServerConfig, ServerError};
-use crate::wire::data::{DATA_OVERHEAD, DATA_TAG_OVERHEAD};
+use crate::wire::data::{DATA_OVERHEAD, DATA_PROBE_OVERHEAD, DATA_TAG_OVERHEAD};
 use std::time::Duration;
 
 /// Bytes of IPv4 and UDP headers in front of every datagram.
@@ -99,6 +105,10 @@ impl Profile {
                     repair_budget: Some(REPAIR_BUDGET),
                     batch_hold: Some(BATCH_HOLD),
                     batch_hold_after: BATCH_HOLD,
+                    // What `serve` picks on a 1,500-byte IPv4 link (it
+                    // sizes symbols to the link it sends on; its packets
+                    // carry an authentication tag).
+                    symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, true, false),
                     ..ServerConfig::default()
                 };
                 // 100 Mbit/s is in range: this cannot fail.
@@ -119,7 +129,8 @@ impl Profile {
                     push_span_bytes: 64 << 20,
                     // What `push` picks on a 1,500-byte IPv4 link (it
                     // sizes symbols to the link it sends on).
-                    symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, false),
+                    symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, false, false),
+                    max_block_symbols: push_block_symbols(CodeKind::RaptorQ),
                     ..ServerConfig::default()
                 };
                 let _ = c.set_rate(100_000_000, false);
@@ -189,19 +200,46 @@ pub fn packet_bits(symbol_size: u16, ipv6: bool, tagged: bool) -> u64 {
     (symbol_size as u64 + DATA_OVERHEAD as u64 + tag + ip) * 8
 }
 
+/// Largest RaptorQ source block push uses unless told otherwise.
+///
+/// Without a back channel a listener finishes when its unluckiest block
+/// has k symbols (SPEC 3.6's P^G), and that wait shrinks as blocks grow
+/// (about 1.9 standard deviations of a block's count over 24 blocks of 971
+/// symbols, 4.4% of a 50%-loss listener's time; 3.7% at 19 blocks of
+/// 1,227), while every block is still decoded at the end, on the listener's
+/// receiving thread, by those that lose little. 1,250 balanced the two in
+/// the lab (docs/benchmarks.md, "Session 13"); request mode repairs on
+/// demand and keeps the code's default.
+pub const PUSH_RAPTORQ_BLOCK_SYMBOLS: u32 = 1250;
+
+/// The largest source block push uses for `code` unless told otherwise:
+/// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, the code's default for the
+/// others (Reed-Solomon's Fcast sizing keeps its small blocks).
+pub fn push_block_symbols(code: CodeKind) -> u32 {
+    match code {
+        CodeKind::RaptorQ => PUSH_RAPTORQ_BLOCK_SYMBOLS,
+        other => other.default_block_symbols(),
+    }
+}
+
 /// The largest link MTU an automatic symbol size fills: packets stay
 /// within a standard Ethernet frame unless the user asks for more (a
 /// jumbo-frame interface may still have receivers behind 1,500-byte
 /// links; loopback reports 65,536).
 pub const AUTO_MTU_CAP: u32 = 1500;
 
-/// The largest symbol size whose data packet (IP and UDP headers, and the
-/// authentication tag if `tagged`) fits in a link MTU of `mtu` bytes,
-/// capped at [`AUTO_MTU_CAP`]: even (Reed-Solomon needs it) and within
-/// what the wire accepts. 1,440 bytes on a 1,500-byte IPv4 link, 1,420
-/// on IPv6.
-pub fn symbol_size_for_mtu(mtu: u32, ipv6: bool, tagged: bool) -> u16 {
-    let fixed = packet_bits(0, ipv6, tagged) / 8;
+/// The largest symbol size whose data packet (IP and UDP headers, the
+/// authentication tag if `tagged`, an ARM probe if `probes`) fits in a
+/// link MTU of `mtu` bytes, capped at [`AUTO_MTU_CAP`]: even (Reed-Solomon
+/// needs it) and within what the wire accepts. 1,440 bytes on a
+/// 1,500-byte IPv4 link, 1,420 on IPv6; 1,420 and 1,400 tagged.
+pub fn symbol_size_for_mtu(mtu: u32, ipv6: bool, tagged: bool, probes: bool) -> u16 {
+    let probe = if probes {
+        DATA_PROBE_OVERHEAD as u64
+    } else {
+        0
+    };
+    let fixed = packet_bits(0, ipv6, tagged) / 8 + probe;
     let room = u64::from(mtu.min(AUTO_MTU_CAP)).saturating_sub(fixed) & !1;
     room.clamp(
         u64::from(crate::wire::manifest::MIN_SYMBOL_SIZE),
@@ -251,27 +289,71 @@ mod tests {
         p.emit(&mut b);
         assert_eq!(b.len(), 1280 + DATA_OVERHEAD);
         assert_eq!(DATA_OVERHEAD, 31);
+        let probed = DataRepr {
+            probe: Some(crate::wire::data::Probe {
+                pts: 8,
+                timestamp_us: 9,
+            }),
+            ..p
+        };
+        b.clear();
+        probed.emit(&mut b);
+        assert_eq!(b.len(), 1280 + DATA_OVERHEAD + DATA_PROBE_OVERHEAD);
+    }
+
+    #[test]
+    fn push_takes_larger_raptorq_blocks_than_request_mode() {
+        let push = Profile::Push.server();
+        assert_eq!(push.max_block_symbols, PUSH_RAPTORQ_BLOCK_SYMBOLS);
+        assert!(push.max_block_symbols > Profile::Lan.server().max_block_symbols);
+        assert_eq!(
+            push_block_symbols(CodeKind::ReedSolomon),
+            CodeKind::ReedSolomon.default_block_symbols()
+        );
+        // The lab's 32 MiB file: 19 blocks of about 1,227 symbols, not 24
+        // of 971.
+        let fec = crate::wire::FecParams {
+            code: push.code,
+            symbol_size: push.symbol_size,
+            max_block_symbols: push.max_block_symbols,
+        };
+        let l = crate::fec::layout::Layout::new(32 << 20, &fec).expect("layout");
+        assert_eq!(l.blocks(), 19);
+        assert!((0..19).all(|b| (1226..=1227).contains(&l.block_symbols(b))));
     }
 
     #[test]
     fn automatic_symbols_fill_the_mtu_and_no_more() {
         // 1,440 + 31 + 28 = 1,499 bytes on IPv4; 1,420 + 31 + 48 = 1,499 on
         // IPv6 (a 1,441-byte symbol would be odd).
-        assert_eq!(symbol_size_for_mtu(1500, false, false), 1440);
-        assert_eq!(symbol_size_for_mtu(1500, true, false), 1420);
+        assert_eq!(symbol_size_for_mtu(1500, false, false, false), 1440);
+        assert_eq!(symbol_size_for_mtu(1500, true, false, false), 1420);
         let tag = DATA_TAG_OVERHEAD as u16;
-        assert_eq!(symbol_size_for_mtu(1500, false, true), (1441 - tag) & !1);
+        assert_eq!(
+            symbol_size_for_mtu(1500, false, true, false),
+            (1441 - tag) & !1
+        );
+        // `serve`'s tagged packets: 1,420 + 31 + 21 + 28 = 1,500.
+        assert_eq!(symbol_size_for_mtu(1500, false, true, false), 1420);
+        assert_eq!(Profile::Lan.server().symbol_size, 1420);
+        // ARM's probes: 12 bytes fewer, so a packet carrying one fits too.
+        assert_eq!(symbol_size_for_mtu(1500, false, true, true), 1408);
         // Loopback and jumbo interfaces: capped at a standard frame.
-        assert_eq!(symbol_size_for_mtu(65_536, false, false), 1440);
+        assert_eq!(symbol_size_for_mtu(65_536, false, false, false), 1440);
         // A tunnel's smaller MTU: smaller symbols.
-        assert_eq!(symbol_size_for_mtu(1400, false, false), 1340);
+        assert_eq!(symbol_size_for_mtu(1400, false, false, false), 1340);
         // Every size fits its MTU and is a size the wire takes.
         for mtu in [0, 68, 100, 576, 1280, 1280 + 79, 1492, 1500] {
             for ipv6 in [false, true] {
-                for tagged in [false, true] {
-                    let t = symbol_size_for_mtu(mtu, ipv6, tagged);
+                for (tagged, probes) in [(false, false), (true, false), (true, true)] {
+                    let t = symbol_size_for_mtu(mtu, ipv6, tagged, probes);
                     assert!(t % 2 == 0 && t >= crate::wire::manifest::MIN_SYMBOL_SIZE);
-                    let fits = packet_bits(t, ipv6, tagged) / 8 <= u64::from(mtu);
+                    let probe = if probes {
+                        DATA_PROBE_OVERHEAD as u64
+                    } else {
+                        0
+                    };
+                    let fits = packet_bits(t, ipv6, tagged) / 8 + probe <= u64::from(mtu);
                     assert!(
                         fits || t == crate::wire::manifest::MIN_SYMBOL_SIZE,
                         "{mtu} {t}"
@@ -284,9 +366,9 @@ mod tests {
     #[test]
     fn rate_sets_interval_and_bucket_and_refuses_zero() {
         let mut c = Profile::Lan.server();
-        // 1,339 bytes per packet at 100 Mbit/s: 107.12 us, 94 packets in 10 ms.
-        assert_eq!(c.packet_interval, Duration::from_nanos(107_120));
-        assert_eq!(c.burst, 94);
+        // 1,479 bytes per packet at 100 Mbit/s: 118.32 us, 85 packets in 10 ms.
+        assert_eq!(c.packet_interval, Duration::from_nanos(118_320));
+        assert_eq!(c.burst, 85);
         assert_eq!(c.set_rate(0, false), Err(ServerError::Rate(0)));
         c.set_rate(1_000_000_000_000, true).expect("fastest rate");
         assert_eq!(c.burst, BURST_PACKETS.1);

@@ -92,9 +92,19 @@ const READ_CHUNK: usize = 16 << 10;
 pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     opts.validate()?;
     let code = opts.code;
+    // Every data packet carries a tag (the session key is always set);
+    // ARM's carry probes too.
+    let probes = opts.scheme.fec == repocast_core::policy::FecPolicy::Arm;
+    let (symbol_size, sizing) = socket::symbol_size(
+        opts.symbol_size,
+        &opts.data_group,
+        &opts.interface,
+        true,
+        probes,
+    );
     let fec = FecParams {
         code,
-        symbol_size: opts.symbol_size,
+        symbol_size,
         max_block_symbols: opts.max_block.unwrap_or(code.default_block_symbols()),
     };
     let dir = opts.dir.clone();
@@ -122,7 +132,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.scheme = opts.scheme;
     cfg.scheduler = opts.scheduler.clone();
     cfg.code = code;
-    cfg.symbol_size = opts.symbol_size;
+    cfg.symbol_size = symbol_size;
     cfg.max_block_symbols = fec.max_block_symbols;
     cfg.seed = opts.seed;
     cfg.nak_window = opts.nak_window;
@@ -163,7 +173,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let total: u64 = repo.files.iter().map(|f| f.size).sum();
     let banner = format!(
-        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}{}, code {}{}",
+        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}{}, code {}, {symbol_size}-byte symbols ({sizing}){}",
         opts.dir.display(),
         repo.files.len(),
         total as f64 / (1 << 20) as f64,

@@ -46,8 +46,10 @@ pub struct ServeOptions {
     pub scheduler: SchedulerKind,
     /// Erasure code.
     pub code: CodeKind,
-    /// Bytes per symbol.
-    pub symbol_size: u16,
+    /// Bytes per symbol (None: the largest whose tagged data packet fits
+    /// the MTU of the link the data group leaves by, at most a 1,500-byte
+    /// frame's: 1,420 on IPv4 Ethernet, [`crate::socket::symbol_size`]).
+    pub symbol_size: Option<u16>,
     /// Largest block in symbols (None: the code's default).
     #[serde(rename = "block_symbols")]
     pub max_block: Option<u32>,
@@ -156,7 +158,7 @@ impl ServeOptions {
             scheme: lan.scheme,
             scheduler: lan.scheduler,
             code: lan.code,
-            symbol_size: lan.symbol_size,
+            symbol_size: None,
             max_block: None,
             metrics: Some((Ipv4Addr::LOCALHOST, addr::METRICS_PORT).into()),
             source: None,

@@ -4,6 +4,7 @@
 //! large receive buffers, and send buffers sized to the sending rate.
 
 use crate::NetError;
+use repocast_core::profile::{AUTO_MTU_CAP, symbol_size_for_mtu};
 use socket2::{Domain, InterfaceIndexOrAddress, Protocol, SockAddr, Socket, Type};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use tokio::net::UdpSocket;
@@ -142,6 +143,35 @@ fn sending_error(
 /// interface's MTU (`/sys/class/net/NAME/mtu`). None when it cannot tell.
 pub fn path_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
     route_mtu(group, iface).or_else(|| sysfs_number(iface.name.as_ref()?, "mtu").filter(|&m| m > 0))
+}
+
+/// The symbol size a sender uses: `set` if given, else the largest whose
+/// data packet (with its authentication tag if `tagged`, an ARM probe if
+/// `probes`) fits the MTU of the link multicast to `group` leaves by on
+/// `iface`, at most a 1,500-byte frame's ([`symbol_size_for_mtu`]); a
+/// 1,500-byte frame's when the MTU cannot be told. Also says which, for
+/// the banner.
+pub fn symbol_size(
+    set: Option<u16>,
+    group: &SocketAddr,
+    iface: &Interface,
+    tagged: bool,
+    probes: bool,
+) -> (u16, String) {
+    if let Some(t) = set {
+        return (t, "as set".into());
+    }
+    let ipv6 = group.is_ipv6();
+    match path_mtu(group, iface) {
+        Some(mtu) => (
+            symbol_size_for_mtu(mtu, ipv6, tagged, probes),
+            format!("fits the {mtu}-byte MTU"),
+        ),
+        None => (
+            symbol_size_for_mtu(AUTO_MTU_CAP, ipv6, tagged, probes),
+            "the MTU could not be told".into(),
+        ),
+    }
 }
 
 fn route_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {

@@ -127,12 +127,20 @@ async fn a_late_joiner_completes_with_and_without_notify() {
     }
 }
 
+/// The symbol size `serve` picks on loopback: a 1,500-byte IPv4 frame's
+/// (loopback's larger MTU is capped), its packets tagged.
+fn served_symbol_size() -> u64 {
+    let t = repocast_core::profile::Profile::Lan.server().symbol_size;
+    assert_eq!(t, 1420);
+    u64::from(t)
+}
+
 /// The blocks of a `size`-byte item as `serve` lays them out by default.
 fn served_layout(size: u64) -> repocast_core::fec::layout::Layout {
     let code = repocast_core::fec::CodeKind::RaptorQ;
     let fec = repocast_core::wire::FecParams {
         code,
-        symbol_size: repocast_core::profile::Profile::Lan.server().symbol_size,
+        symbol_size: served_symbol_size() as u16,
         max_block_symbols: code.default_block_symbols(),
     };
     repocast_core::fec::layout::Layout::new(size, &fec).expect("layout")
@@ -321,6 +329,9 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
 async fn metrics_and_status_are_served_while_running() {
     let repo = seeded_repo(&[("f", 300_000)], 6);
     let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
+    // Symbols sized to the link (loopback's MTU, capped at a frame's).
+    let sized = format!("{}-byte symbols (fits the", served_symbol_size());
+    assert!(srv.banner.contains(&sized), "{}", srv.banner);
     let out = tempfile::tempdir().expect("tmp");
     let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.0, 1), None)
         .await
@@ -347,8 +358,9 @@ async fn metrics_and_status_are_served_while_running() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
-    // Published on a 250 ms tick: 300 kB is 235 symbols.
-    eventually(async || counter(&fetch("/metrics").await) >= 235).await;
+    // Published on a 250 ms tick: 300 kB is 212 symbols of 1,420 bytes.
+    let symbols = 300_000u64.div_ceil(served_symbol_size());
+    eventually(async || counter(&fetch("/metrics").await) >= symbols).await;
     let m = fetch("/metrics").await;
     assert!(m.starts_with("HTTP/1.0 200"), "{m}");
     assert!(m.contains("# TYPE repocast_naks_total counter"), "{m}");
@@ -445,7 +457,7 @@ async fn bad_settings_through_the_library_are_errors_not_panics() {
     assert!(server::start(bad).await.is_err());
     let mut bad = o;
     bad.rate_bps = 1_000_000;
-    bad.symbol_size = 7;
+    bad.symbol_size = Some(7);
     let e = server::start(bad)
         .await
         .err()
@@ -474,7 +486,7 @@ async fn a_receiver_reads_only_the_items_it_asked_for() {
     let b = client::get(b, None).await.expect("get small");
     let a = a.await.expect("join").expect("get large");
     assert!(a.all_ok() && b.all_ok(), "{:?} {:?}", a.items, b.items);
-    let large_packets = 8_000_000 / 1280;
+    let large_packets = 8_000_000 / served_symbol_size();
     // Without the filter b heard most of the large item (thousands of
     // datagrams); with it, announcements and its own 16 packets, plus
     // whatever arrived before its manifest named its item.

@@ -88,7 +88,7 @@ fn main() {
     let fec = FecParams {
         code: CodeKind::RaptorQ,
         symbol_size: num("symbol", 512.0) as u16,
-        max_block_symbols: CodeKind::RaptorQ.default_block_symbols(),
+        max_block_symbols: repocast_core::profile::push_block_symbols(CodeKind::RaptorQ),
     };
     for (label, sched) in [
         ("flat", SchedulerKind::Flat),

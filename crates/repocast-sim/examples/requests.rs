@@ -92,13 +92,13 @@ fn main() {
         .collect();
     let st = lan.server().server().stats();
     let sends = st.transmissions - st.repair_transmissions;
-    let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
+    let (packet, t) = lan_packet();
     let wire = st.data_packets as f64 * packet;
     let requested = w.requested_bytes() as f64;
     let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
-    let fluid = fluid_multicast_run(&w, rate as f64 * 1280.0 / packet, 1.0 - mean_loss);
+    let fluid = fluid_multicast_run(&w, rate as f64 * t / packet, 1.0 - mean_loss);
     let fm = summary(&fluid.delays);
-    let fu = summary(&fluid_unicast(&w, rate as f64 * 1280.0 / packet));
+    let fu = summary(&fluid_unicast(&w, rate as f64 * t / packet));
     let (mean, med, p95, max) = summary(&delays);
     let busy = st.data_packets as f64 * packet * 8.0 / rate as f64;
     let last = w.requests.last().map_or(0.0, |r| r.at_s);
@@ -122,7 +122,7 @@ fn main() {
         fm.1,
         fm.2,
         fm.3,
-        fluid.sent_bytes * packet / 1280.0 / requested
+        fluid.sent_bytes * packet / t / requested
     );
     println!(
         "| fluid unicast (processor sharing) | | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
@@ -155,16 +155,25 @@ fn print_plan(w: &RequestWorkload, losses: &[f64], rate_mbps: f64) {
             files.join(",")
         );
     }
-    let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
-    let payload = rate_mbps * 1e6 * 1280.0 / packet;
+    let (packet, t) = lan_packet();
+    let payload = rate_mbps * 1e6 * t / packet;
     let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
     let fluid = fluid_multicast_run(w, payload, 1.0 - mean_loss);
     let (m, med, p95, max) = summary(&fluid.delays);
     println!("fluid\tmulticast\t{m:.3}\t{med:.3}\t{p95:.3}\t{max:.3}");
     // Server-link bytes over requested bytes, headers included as the
     // benchmark measures them.
-    let wire = fluid.sent_bytes * packet / 1280.0 / w.requested_bytes().max(1) as f64;
+    let wire = fluid.sent_bytes * packet / t / w.requested_bytes().max(1) as f64;
     println!("fluid\tmulticast-wire\t{wire:.4}");
     let (m, med, p95, max) = summary(&fluid_unicast(w, payload));
     println!("fluid\tunicast\t{m:.3}\t{med:.3}\t{p95:.3}\t{max:.3}");
+}
+
+/// Bytes of one data packet on the server's link as `serve` sends it on
+/// the lab's 1,500-byte IPv4 links (IP and UDP headers, the tag every
+/// packet carries), and of its symbol.
+fn lan_packet() -> (f64, f64) {
+    let t = Profile::Lan.server().symbol_size;
+    let packet = repocast_core::profile::packet_bits(t, false, true) / 8;
+    (packet as f64, f64::from(t))
 }

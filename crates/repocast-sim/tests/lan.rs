@@ -20,7 +20,7 @@ fn seed() -> u64 {
     common::seed_or(11)
 }
 
-/// Items of 0 bytes to 1.2 MiB (several blocks at 1,280-byte symbols).
+/// Items of 0 bytes to 1.2 MiB (several blocks at 1,420-byte symbols).
 fn items(seed: u64) -> Vec<(String, Vec<u8>)> {
     let mut r = Rng::new(seed);
     let sizes = [0usize, 1, 1280, 70_000, 300_000, 1_200_000, 5_000, 40_000];
@@ -183,7 +183,8 @@ fn a_client_killed_mid_item_resumes_with_its_verified_blocks() {
     assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
     assert_verified(&h, &data, s);
     let r = &h.reports()[0];
-    let blocks = data[5].1.len().div_ceil(1280).div_ceil(64) as u64;
+    let t = Profile::Lan.server().symbol_size as usize;
+    let blocks = data[5].1.len().div_ceil(t).div_ceil(64) as u64;
     let (resumed, written) = (r.stats.resumed_blocks, r.blocks_written);
     // Killed at 0.3 s of about 0.5 s: some blocks were verified, and they
     // are neither decoded nor written again.
@@ -297,7 +298,7 @@ fn workload(
 /// a request alone on an idle server is not held at all, and two requests
 /// for different items arriving together wait at most the cap. As shipped
 /// (engaged after 4 s of load, never idling): no more bytes (2% slack), a
-/// mean at most 5% longer and a much shorter tail than without it, and
+/// mean at most 7% longer and a shorter tail than without it, and
 /// neither the lone request nor the burst on an idle server held.
 #[test]
 fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
@@ -327,10 +328,12 @@ fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
     assert!(packets[1] < 0.97 * packets[0], "{what}");
     // As shipped, the hold reorders (items just asked for go after those
     // asked for long ago) and never idles, so the tail shortens: seeds
-    // 1-16 give 0.53 to 0.70 of the p95 without it, means 0.67 to 1.04.
+    // 1-16 give 0.49 to 0.85 of the p95 without it, means 0.68 to 1.054,
+    // packets 0.95 to 1.012 (1,420-byte symbols; at 1,280: 0.53-0.70,
+    // 0.67-1.04).
     assert!(packets[2] <= 1.02 * packets[0], "{what}");
-    assert!(means[2] < 1.05 * means[0], "{what}");
-    assert!(p95s[2] < 0.85 * p95s[0], "{what}");
+    assert!(means[2] < 1.07 * means[0], "{what}");
+    assert!(p95s[2] < 0.9 * p95s[0], "{what}");
     let data = items(s);
     let delays = |hold: Hold, wants: &[&[usize]]| -> Vec<Duration> {
         let mut h = lan_held(s, &data, hold);

@@ -19,6 +19,9 @@ pub const DATA_OVERHEAD: usize = super::HEADER_LEN + 6 * 4 + 1 + 2;
 /// Bytes an authentication tag of [`crate::auth::TAG_LEN`] adds to a
 /// packet (its length byte and the tag).
 pub const DATA_TAG_OVERHEAD: usize = 1 + crate::auth::TAG_LEN;
+/// Bytes an ARM probe adds to the packets that carry one (PTS u32 and
+/// the sender's timestamp u64).
+pub const DATA_PROBE_OVERHEAD: usize = 4 + 8;
 /// Largest encoding symbol id accepted (RaptorQ's ESI is 24 bits).
 pub const MAX_SYMBOL_ID: u32 = (1 << 24) - 1;
 

@@ -20,7 +20,7 @@ pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
-use repocast_core::profile::{Profile, symbol_size_for_mtu};
+use repocast_core::profile::push_block_symbols;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
@@ -117,34 +117,20 @@ fn next_version(last: u64) -> u64 {
     ms.max(last + 1)
 }
 
-/// The symbol size: as set, or the largest whose data packet fits the MTU
-/// of the link the data group leaves by (at most a 1,500-byte frame's);
-/// the profile's (a 1,500-byte IPv4 frame's) when the MTU cannot be told.
-/// Also says which, for the banner.
-fn symbol_size(opts: &PushOptions) -> (u16, String) {
-    if let Some(t) = opts.symbol_size {
-        return (t, "as set".into());
-    }
-    match socket::path_mtu(&opts.data_group, &opts.interface) {
-        Some(mtu) => {
-            let t = symbol_size_for_mtu(mtu, opts.data_group.is_ipv6(), false);
-            (t, format!("fits the {mtu}-byte MTU"))
-        }
-        None => (
-            Profile::Push.server().symbol_size,
-            "the MTU could not be told".into(),
-        ),
-    }
-}
-
 /// Scans the folder, binds the sockets and starts pushing.
 pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     opts.validate()?;
-    let (symbol_size, sizing) = symbol_size(&opts);
+    let (symbol_size, sizing) = socket::symbol_size(
+        opts.symbol_size,
+        &opts.data_group,
+        &opts.interface,
+        false,
+        false,
+    );
     let fec = FecParams {
         code: opts.code,
         symbol_size,
-        max_block_symbols: opts.max_block.unwrap_or(opts.code.default_block_symbols()),
+        max_block_symbols: opts.max_block.unwrap_or(push_block_symbols(opts.code)),
     };
     let o = opts.clone();
     let first = tokio::task::spawn_blocking(move || scan(&o, &fec))
