@@ -334,7 +334,7 @@ def main():
                 delays[system] += ds
                 runs[system].append((ok, *stats(ds), sent / requested, cpu_s, cpu_r))
                 print(f"run {run + 1} {system}: ok {ok}/{len(requests)}, mean {runs[system][-1][1]:.2f} s, "
-                      f"p95 {runs[system][-1][3]:.2f} s, wire {sent / requested:.2f}x requested, "
+                      f"p95 {runs[system][-1][3]:.2f} s, wire {sent / requested:.3f}x requested, "
                       f"CPU {cpu_s:.1f} + {cpu_r:.1f} s", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
@@ -349,12 +349,12 @@ def main():
     for system in systems:
         m = [median([r[i] for r in runs[system]]) for i in range(8)]
         lines.append(f"| {system} | {min(r[0] for r in runs[system])}/{len(requests)} | {m[1]:.2f} s | "
-                     f"{m[2]:.2f} s | {m[3]:.2f} s | {m[4]:.2f} s | {m[5]:.2f} | {m[6]:.1f} | {m[7]:.1f} |")
+                     f"{m[2]:.2f} s | {m[3]:.2f} s | {m[4]:.2f} s | {m[5]:.3f} | {m[6]:.1f} | {m[7]:.1f} |")
     for kind in ("multicast", "unicast"):
         m, med, p95, mx = fluid[kind]
         # The fluid multicast bytes: what serving every request as soon as
         # the fluid model does costs on the server link.
-        wire = f"{fluid['multicast-wire'][0]:.2f}" if kind == "multicast" else ""
+        wire = f"{fluid['multicast-wire'][0]:.3f}" if kind == "multicast" else ""
         lines.append(f"| fluid {kind} (reference) | | {m:.2f} s | {med:.2f} s | {p95:.2f} s | {mx:.2f} s | {wire} | | |")
     text = "\n".join(lines) + "\n"
     open(os.path.join(a.out, "summary.md"), "w").write(text)
