@@ -325,6 +325,23 @@ async fn junk_and_foreign_packets_are_counted_and_ignored() {
     srv.stop().await.expect("stop");
 }
 
+/// Under ARM a packet may carry a probe: `serve` sizes its symbols 12
+/// bytes smaller, so those packets fit the frame too, and delivers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arm_leaves_room_for_its_probes() {
+    let repo = seeded_repo(&[("f", 600_000)], 8);
+    let srv = start(repo.path(), "ARM", |_| {}).await;
+    let sized = format!("{}-byte symbols (fits the", served_symbol_size() - 12);
+    assert!(srv.banner.contains(&sized), "{}", srv.banner);
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.1, 3), None)
+        .await
+        .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert!(same(&repo.path().join("f"), &out.path().join("f")));
+    srv.stop().await.expect("stop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_and_status_are_served_while_running() {
     let repo = seeded_repo(&[("f", 300_000)], 6);
