@@ -94,13 +94,12 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let code = opts.code;
     // Every data packet carries a tag (the session key is always set);
     // ARM's carry probes too.
-    let probes = opts.scheme.fec == repocast_core::policy::FecPolicy::Arm;
     let (symbol_size, sizing) = socket::symbol_size(
         opts.symbol_size,
         &opts.data_group,
         &opts.interface,
         true,
-        probes,
+        opts.scheme.is_arm(),
     );
     let fec = FecParams {
         code,

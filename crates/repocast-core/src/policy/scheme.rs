@@ -33,6 +33,16 @@ impl Default for Scheme {
     }
 }
 
+impl Scheme {
+    /// Whether this is ARM: its request-mode transmissions adapt by probes
+    /// piggy-backed on their data packets (each
+    /// [`crate::wire::data::DATA_PROBE_OVERHEAD`] bytes longer), so a
+    /// sender sizing symbols to its link leaves room for them.
+    pub fn is_arm(&self) -> bool {
+        matches!(self.fec, FecPolicy::Arm)
+    }
+}
+
 /// A scheme string that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(

@@ -640,7 +640,7 @@ impl Server {
             .map(ClientState::loss)
             .fold(0.0, f64::max);
         let blocks = self.items[item.0 as usize].layout.blocks();
-        if matches!(self.cfg.scheme.fec, FecPolicy::Arm) && !push {
+        if self.cfg.scheme.is_arm() && !push {
             self.begin_arm(now, item, &listeners);
             return;
         }
