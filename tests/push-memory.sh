@@ -3,8 +3,9 @@
 # listener receiving a SIZE_MIB (default 1024) file pushed at RATE (1G)
 # verifies it and keeps its peak RSS (its own getrusage, in `listen
 # --json`) at most LIMIT_MIB (128). BIN=path/to/repocast tests another
-# build; LISTEN_ARGS adds flags to listen (--emulate-loss 0.2); KEEP=1
-# keeps the logs.
+# build; LISTEN_ARGS adds flags to listen (--emulate-loss 0.2), PUSH_ARGS
+# to push (--spool-mib 0); KEEP=1 keeps the logs. It also prints the
+# pusher's CPU seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-1024}
@@ -26,10 +27,11 @@ head -c $((SIZE_MIB << 20)) /dev/urandom >"$WORK/repo/big.bin"
 "$BIN" keygen --out "$WORK/key" >/dev/null 2>&1
 GROUP=239.255.61.1:4761
 "$BIN" push "$WORK/repo" --interface 127.0.0.1 --rate "$RATE" --key "$WORK/key" \
-  --group "$GROUP" --no-metrics --no-watch >"$WORK/push.log" 2>&1 &
+  --group "$GROUP" --no-metrics --no-watch ${PUSH_ARGS:-} >"$WORK/push.log" 2>&1 &
 PUSH_PID=$!
 "$BIN" listen --interface 127.0.0.1 --group "$GROUP" --trust "$WORK/key.pub" \
   --out "$WORK/out" --timeout 60 --json ${LISTEN_ARGS:-} >"$WORK/listen.json" 2>"$WORK/listen.log" || true
+echo "push-memory: pusher CPU $(ps -o times= -p "$PUSH_PID" | tr -d ' ') s"
 cmp "$WORK/repo/big.bin" "$WORK/out/big.bin"
 python3 - "$WORK/listen.json" "$LIMIT_MIB" "$SIZE_MIB" <<'PY'
 import json, sys

@@ -27,7 +27,8 @@
 //! `repocast push --config FILE` reads the same way into `PushOptions`
 //! (keys: dir, rate, interface, data_group, announce_group, ttl,
 //! scheduler = "mad" | "flat", popularity, redundancy, code, symbol_size,
-//! block_symbols, key, metrics, seed, watch, sign_symbols, sign_copies).
+//! block_symbols, key, metrics, seed, watch, sign_symbols, sign_copies,
+//! spool_mib).
 
 /// Reads the settings file at `path`.
 pub fn load<T: serde::de::DeserializeOwned>(path: &std::path::Path) -> Result<T, String> {

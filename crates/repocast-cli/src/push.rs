@@ -83,6 +83,13 @@ pub struct PushArgs {
     /// Seed for the block order [1].
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Disk for repair symbols made ahead, in MiB: an unnamed file in
+    /// DIR/.repocast, used only for a file too large to make them ahead in
+    /// memory at the rate (it then writes about the repair it sends); 0:
+    /// none, such a file goes in spans and a listener that lost a few
+    /// symbols of every block waits for most of a pass [4096].
+    #[arg(long, value_name = "MIB")]
+    pub spool_mib: Option<u64>,
 }
 
 /// The groups from `--group` and `--announce-group` over `current`: a
@@ -140,6 +147,7 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
     o.symbol_size = a.symbol_size.or(o.symbol_size);
     o.max_block = a.block_symbols.or(o.max_block);
     o.seed = a.seed.unwrap_or(o.seed);
+    o.spool_mib = a.spool_mib.unwrap_or(o.spool_mib);
     if a.metrics.is_some() {
         o.metrics = a.metrics;
     }

@@ -127,6 +127,7 @@ impl Profile {
                         weights: Vec::new(),
                     },
                     push_span_bytes: 64 << 20,
+                    push_spool_bytes: PUSH_SPOOL_BYTES,
                     // What `push` picks on a 1,500-byte IPv4 link (it
                     // sizes symbols to the link it sends on).
                     symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, false, false),
@@ -211,6 +212,11 @@ pub fn packet_bits(symbol_size: u16, ipv6: bool, tagged: bool) -> u64 {
 /// the lab (docs/benchmarks.md, "Session 13"); request mode repairs on
 /// demand and keeps the code's default.
 pub const PUSH_RAPTORQ_BLOCK_SYMBOLS: u32 = 1250;
+
+/// [`ServerConfig::push_spool_bytes`] for `push`: at most 4 GiB of repair
+/// symbols made ahead kept in the driver's spool, used only for an item too
+/// large to make them ahead in memory at the rate (`server::encoders`).
+pub const PUSH_SPOOL_BYTES: u64 = 4 << 30;
 
 /// The largest source block push uses for `code` unless told otherwise:
 /// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, the code's default for the

@@ -257,14 +257,18 @@ impl Repository {
                 .map(|f| (f.path.clone(), f.size, f.mtime_ns))
                 .collect(),
             open: None,
+            spool: None,
         }
     }
 }
 
-/// Reads blocks from the repository's files (one open file at a time).
+/// Reads blocks from the repository's files (one open file at a time),
+/// with the pusher's spool if it has one.
 pub struct FileSource {
     files: Vec<(PathBuf, u64, u128)>,
     open: Option<(ItemId, File)>,
+    /// Where a pusher keeps symbols made ahead (`push::spool`).
+    pub spool: Option<crate::push::spool::FileSpool>,
 }
 
 impl BlockSource for FileSource {
@@ -299,5 +303,9 @@ impl BlockSource for FileSource {
         let start = out.len();
         out.resize(start + len, 0);
         f.read_exact_at(&mut out[start..], offset).map_err(io)
+    }
+
+    fn spool(&mut self) -> Option<&mut dyn repocast_core::server::spool::SymbolSpool> {
+        (self.spool.as_mut()).map(|s| s as &mut dyn repocast_core::server::spool::SymbolSpool)
     }
 }

@@ -156,6 +156,11 @@ impl PushLan {
         &self.push
     }
 
+    /// The pusher's spool (what `push` would write to its spool file).
+    pub fn spool(&self) -> &repocast_core::server::spool::MemorySpool {
+        &self.source.spool
+    }
+
     /// Replaces the file set with `files` as `version` at the current time.
     pub fn replace(
         &mut self,

@@ -1,19 +1,26 @@
-//! An in-memory [`BlockSource`] for the payload runs ([`crate::lan`], [`crate::push_lan`]) and tests.
+//! An in-memory [`BlockSource`] for the payload runs ([`crate::lan`], [`crate::push_lan`]) and tests,
+//! with an in-memory spool for a push server's symbols made ahead.
 
 use repocast_core::ItemId;
 use repocast_core::fec::layout::Layout;
+use repocast_core::server::spool::{MemorySpool, SymbolSpool};
 use repocast_core::server::{BlockSource, ItemInfo, ServerError, SourceError};
 use repocast_core::wire::FecParams;
 
 /// Items held in memory, by item id.
 pub struct MemorySource {
     items: Vec<Vec<u8>>,
+    /// Where a push server spools symbols made ahead (`push`'s spool file).
+    pub spool: MemorySpool,
 }
 
 impl MemorySource {
     /// A source over `items` (index = item id).
     pub fn new(items: Vec<Vec<u8>>) -> Self {
-        MemorySource { items }
+        MemorySource {
+            items,
+            spool: MemorySpool::new(),
+        }
     }
 
     /// The [`ItemInfo`] of `bytes`: size, whole hash and block hashes.
@@ -53,5 +60,9 @@ impl BlockSource for MemorySource {
             .ok_or(SourceError::PastEnd)?;
         out.extend_from_slice(chunk);
         Ok(())
+    }
+
+    fn spool(&mut self) -> Option<&mut dyn SymbolSpool> {
+        Some(&mut self.spool)
     }
 }

@@ -126,6 +126,52 @@ fn a_file_larger_than_the_encoder_budget_completes_near_the_bound() {
     }
 }
 
+/// At 300 Mbit/s, making a memory budget's batches ahead (a read and
+/// encode of the block per batch) would take more than half a core, so the
+/// pusher makes a block's worth per batch into the driver's spool: every
+/// round still takes every block and listeners finish near the bound.
+/// Without a spool the same file goes in spans of the budget, and a 5%
+/// listener waits out most of a second pass.
+#[test]
+fn a_large_file_at_a_high_rate_streams_through_the_spool_near_the_bound() {
+    let seed = seed_or(4);
+    let files = vec![("big.bin".to_string(), bytes(16 << 20, seed))];
+    // A pass of 16 MiB at 300 Mbit/s takes about 0.47 s.
+    let joins = [(0.0, 0.0), (0.05, 0.0), (0.05, 0.15), (0.3, 0.3)];
+    let run = |spool: u64| {
+        let mut cfg = config();
+        cfg.server.push_span_bytes = 1 << 20;
+        cfg.server.push_spool_bytes = spool;
+        cfg.server.set_rate(300_000_000, false).expect("rate");
+        let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
+        for (i, (loss, join)) in joins.into_iter().enumerate() {
+            lan.listener(listener(loss, join), seed + i as u64);
+        }
+        lan.run(secs(30.0));
+        let k = symbols(&files);
+        let ratios: Vec<f64> = (lan.reports().iter().zip(joins))
+            .map(|(r, (loss, _))| {
+                check_files(r, &files);
+                r.data_sent as f64 * (1.0 - loss) / k as f64
+            })
+            .collect();
+        (ratios, lan.spool().written, lan.spool().extent())
+    };
+    let (ratios, written, extent) = run(Profile::Push.server().push_spool_bytes);
+    for (r, (loss, _)) in ratios.iter().zip(joins) {
+        assert!(*r < 1.08, "loss {loss}: {r:.3} of the bound");
+    }
+    assert!(written > 0, "the spool was not used");
+    assert!(extent <= 17 << 20, "{extent} bytes of spool for 16 MiB");
+    let (spans, written, _) = run(0);
+    assert_eq!(written, 0);
+    assert!(
+        spans[1] > 1.3,
+        "in spans, a 5% listener took {:.3}",
+        spans[1]
+    );
+}
+
 #[test]
 fn a_pinned_listener_ignores_another_pusher_and_older_versions() {
     let seed = seed_or(3);

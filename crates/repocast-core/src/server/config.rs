@@ -86,6 +86,13 @@ pub struct ServerConfig {
     /// its repair symbols made ahead (`server::encoders`; every pass still
     /// interleaves all its blocks, SPEC 3.6).
     pub push_span_bytes: u64,
+    /// Push mode: the most bytes of a streamed item's repair symbols made
+    /// ahead that the server keeps in the driver's spool
+    /// ([`BlockSource::spool`]; `push --spool-size`), so each block is read
+    /// and encoded about once per pass whatever the item's size. Zero (the
+    /// default here; [`crate::profile::Profile::Push`] ships
+    /// [`crate::profile::PUSH_SPOOL_BYTES`]): no spool.
+    pub push_spool_bytes: u64,
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion
     /// to the work queued beside it, behind items asked for earlier, so
@@ -139,6 +146,7 @@ impl Default for ServerConfig {
             drop_orphans: false,
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
+            push_spool_bytes: 0,
             batch_hold: None,
             batch_hold_after: Duration::ZERO,
             batch_hold_idle: false,
@@ -171,6 +179,13 @@ pub trait BlockSource {
         len: usize,
         out: &mut Vec<u8>,
     ) -> Result<(), SourceError>;
+
+    /// Push mode: where the server may keep repair symbols it made ahead
+    /// (`super::spool`), up to [`ServerConfig::push_spool_bytes`]; `None`
+    /// (the default): it holds them in memory.
+    fn spool(&mut self) -> Option<&mut dyn super::spool::SymbolSpool> {
+        None
+    }
 }
 
 /// Why block bytes could not be read; every request for the item fails

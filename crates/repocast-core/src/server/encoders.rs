@@ -23,11 +23,17 @@
 //!   checked against its block's hash as a whole block's read is: a file
 //!   changed in place fails its item at the block's next batch, and
 //!   listeners check every block against its signed hash anyway.
-//! - **Otherwise** (a large item at a high rate) the pass takes the
-//!   item's blocks in spans of the budget, every round of one span before
-//!   the next ([`Fit::Spans`]): cheap for the sender, but a listener that
-//!   needs a few more symbols of every block waits for the rest of a
-//!   span's pass between them.
+//! - **Streamed through the spool** when that is too costly in memory
+//!   and the driver has a spool ([`super::spool`]): a batch is up to a
+//!   block's worth within the spool's budget, written to the spool and
+//!   read back a symbol at a time, so each block is read and encoded about
+//!   once per pass ([`SPOOL_NS_PER_SYMBOL`] for the spool's I/O). If the
+//!   spool fails, the stream goes on with batches in memory.
+//! - **Otherwise** (a large item at a high rate, no spool) the pass takes
+//!   the item's blocks in spans of the budget, every round of one span
+//!   before the next ([`Fit::Spans`]): cheap for the sender, but a
+//!   listener that needs a few more symbols of every block waits for the
+//!   rest of a span's pass between them.
 
 use super::config::BlockSource;
 use super::transmission::{ReadFailed, load_encoder, read_source_symbol};
@@ -43,6 +49,15 @@ use std::collections::{BTreeMap, VecDeque};
 /// floor, not the budget, bounds the symbols held.
 pub const MIN_AHEAD: u32 = 64;
 
+/// The most sender CPU a streamed item's symbols may take, estimated at
+/// the sending rate: nanoseconds per second (half a core).
+const HALF_CORE_NS: u128 = 500_000_000;
+
+/// Estimated sender CPU per symbol that goes through the spool: written
+/// in its batch and read back once (the operating system's cache keeps a
+/// recent spool in memory).
+pub const SPOOL_NS_PER_SYMBOL: u64 = 1_500;
+
 /// Estimated sender CPU per byte of a block, to read, check and encode it
 /// for a batch of repair symbols (3.1 ms for 971 symbols of 1,440 bytes
 /// measured on the project machine: 2.2 ns, rounded up).
@@ -53,10 +68,19 @@ pub const MAKE_NS_PER_BYTE: u64 = 3;
 pub enum Fit {
     /// Its blocks fit the budget: encoders kept across passes.
     Kept,
-    /// Streamed: repair symbols made ahead, every block in every round.
+    /// Streamed: repair symbols made ahead (in memory or the spool),
+    /// every block in every round.
     Streamed,
     /// Too large to stream at the rate: spans of the budget.
     Spans,
+}
+
+/// Where a symbol made ahead is held.
+enum Held {
+    /// In memory.
+    Ram(Vec<u8>),
+    /// In the driver's spool, at this slot of its block's (`len` bytes).
+    Spool { slot: u32, len: u32 },
 }
 
 /// One block's repair symbols made ahead.
@@ -64,7 +88,18 @@ pub enum Fit {
 struct Ahead {
     /// The id the next symbol made will have (`None`: the first repair id).
     next: Option<u32>,
-    symbols: VecDeque<(u32, Vec<u8>)>,
+    symbols: VecDeque<(u32, Held)>,
+}
+
+impl Ahead {
+    /// The block's spool slot for the next symbol made (its slots are
+    /// used in turn, wrapping at `per_block`; at most that many are held).
+    fn next_slot(&self, per_block: u32) -> u32 {
+        match self.symbols.back() {
+            Some((_, Held::Spool { slot, .. })) => (slot + 1) % per_block.max(1),
+            _ => 0,
+        }
+    }
 }
 
 /// The item being streamed and its blocks' symbols made ahead.
@@ -72,7 +107,26 @@ struct Stream {
     item: ItemId,
     /// Symbols a batch tops a block up to.
     per_block: u32,
+    /// The same without a spool (the memory budget's share per block).
+    ram_per_block: u32,
+    /// Whether batches go to the driver's spool.
+    spooled: bool,
     blocks: Vec<Ahead>,
+}
+
+impl Stream {
+    /// Stops spooling: symbols in the spool are dropped (made again from
+    /// their ids when due) and batches shrink to the memory budget's.
+    fn unspool(&mut self) {
+        self.spooled = false;
+        self.per_block = self.ram_per_block;
+        for a in &mut self.blocks {
+            if let Some((id, Held::Spool { .. })) = a.symbols.front() {
+                a.next = Some(*id);
+            }
+            a.symbols.retain(|(_, h)| matches!(h, Held::Ram(_)));
+        }
+    }
 }
 
 struct Kept {
@@ -95,13 +149,17 @@ pub struct EncoderCache {
     /// The sending rate, packets per second (what a stream must keep up
     /// with).
     packets_per_sec: u64,
+    /// Bytes of symbols made ahead the driver's spool may hold (0: none).
+    spool_budget: u64,
+    /// Times the spool failed (the stream then held its symbols in memory).
+    spool_errors: u64,
     tick: u64,
 }
 
 impl EncoderCache {
     /// An empty cache holding at most `budget` bytes of blocks (one block
     /// is always kept, whatever its size), for a sender of
-    /// `packets_per_sec`.
+    /// `packets_per_sec`, with no spool.
     pub fn new(budget: u64, packets_per_sec: u64) -> Self {
         EncoderCache {
             kept: BTreeMap::new(),
@@ -110,8 +168,18 @@ impl EncoderCache {
             bytes: 0,
             budget,
             packets_per_sec,
+            spool_budget: 0,
+            spool_errors: 0,
             tick: 0,
         }
+    }
+
+    /// The same, streaming through the driver's spool
+    /// ([`super::BlockSource::spool`]) up to `bytes` of symbols made ahead
+    /// when that beats holding them in memory.
+    pub fn with_spool(mut self, bytes: u64) -> Self {
+        self.spool_budget = bytes;
+        self
     }
 
     /// The encoder of `block` of `item`, built by `load` (`bytes` of block
@@ -160,22 +228,41 @@ impl EncoderCache {
             return Fit::Streamed;
         }
         let t = layout.symbol_size().max(1) as u64;
-        let per_block =
-            (self.budget / (g.max(1) as u64 * t)).clamp(MIN_AHEAD as u64, u32::MAX as u64) as u32;
+        let share = |bytes: u64| bytes / (g.max(1) as u64 * t);
+        let ram = share(self.budget).clamp(MIN_AHEAD as u64, u32::MAX as u64) as u32;
+        // A spooled batch is at most a block's worth (the code's symbols
+        // are unlimited, but a pass needs about k of each block).
+        let k = layout
+            .block_symbols(0)
+            .max(layout.block_symbols(g.saturating_sub(1)));
+        let spool = share(self.spool_budget).min(k as u64) as u32;
         // A batch tops a block up from under half to full: about 3/4 of
         // a batch per read and encode of the block.
         let block = total / g.max(1) as u64;
-        let ns_per_sec =
-            (self.packets_per_sec as u128 * block as u128 * 4 * MAKE_NS_PER_BYTE as u128)
-                / (3 * per_block as u128);
-        if ns_per_sec > 500_000_000 {
+        let pps = self.packets_per_sec as u128;
+        let ns_per_sec = |per_block: u32, spooled: bool| {
+            pps * block as u128 * 4 * MAKE_NS_PER_BYTE as u128 / (3 * per_block.max(1) as u128)
+                + if spooled {
+                    pps * SPOOL_NS_PER_SYMBOL as u128
+                } else {
+                    0
+                }
+        };
+        // In memory if that is cheap enough (no disk), else spooled.
+        let (per_block, spooled) = if ns_per_sec(ram, false) <= HALF_CORE_NS {
+            (ram, false)
+        } else if spool > ram && ns_per_sec(spool, true) <= HALF_CORE_NS {
+            (spool, true)
+        } else {
             return Fit::Spans;
-        }
+        };
         // Its blocks do not fit, so neither do kept encoders beside them.
         while self.evict() {}
         self.stream = Some(Stream {
             item,
             per_block,
+            ram_per_block: ram,
+            spooled,
             blocks: (0..g).map(|_| Ahead::default()).collect(),
         });
         Fit::Streamed
@@ -215,26 +302,38 @@ impl EncoderCache {
         if esi < layout.block_symbols(block) {
             return read_source_symbol(item, block, esi, layout, src, out);
         }
-        let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+        // A symbol the spool fails to give back is made again, in memory.
+        for _ in 0..2 {
             out.clear();
+            let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+                return Ok(());
+            };
+            // Ids go out in order; one not made ahead (a plan that jumped)
+            // starts the batch afresh from it.
+            while ahead.symbols.front().is_some_and(|(id, _)| *id != esi) {
+                ahead.symbols.pop_front();
+            }
+            if ahead.symbols.is_empty() {
+                ahead.next = Some(esi);
+                let errors = &mut self.spool_errors;
+                make(stream, item, block, layout, code, src, errors)?;
+            }
+            let front = (stream.blocks.get_mut(block as usize)).and_then(|a| a.symbols.pop_front());
+            match front {
+                Some((_, Held::Ram(bytes))) => *out = bytes,
+                Some((_, Held::Spool { slot, len })) => {
+                    let at = spool_offset(stream, block, slot, layout);
+                    let sp = src.spool();
+                    if sp.is_some_and(|sp| sp.read_at(at, len as usize, out).is_ok()) {
+                        return Ok(());
+                    }
+                    self.spool_errors += 1;
+                    stream.unspool();
+                    continue;
+                }
+                None => {}
+            }
             return Ok(());
-        };
-        // Ids go out in order; one not made ahead (a plan that jumped)
-        // starts the batch afresh from it.
-        while ahead.symbols.front().is_some_and(|(id, _)| *id != esi) {
-            ahead.symbols.pop_front();
-        }
-        if ahead.symbols.is_empty() {
-            ahead.next = Some(esi);
-            make(stream, item, block, layout, code, src)?;
-        }
-        match stream
-            .blocks
-            .get_mut(block as usize)
-            .and_then(|a| a.symbols.pop_front())
-        {
-            Some((_, bytes)) => *out = bytes,
-            None => out.clear(),
         }
         Ok(())
     }
@@ -256,17 +355,32 @@ impl EncoderCache {
             .map(|(b, a)| (b as u32, a.symbols.len() as u32));
         match lowest {
             Some((b, held)) if held < stream.per_block / 2 => {
-                make(stream, item, b, layout, code, src)?;
+                make(stream, item, b, layout, code, src, &mut self.spool_errors)?;
                 Ok(true)
             }
             _ => Ok(false),
         }
     }
 
-    /// Repair symbols made ahead for the streamed item, if any.
+    /// Repair symbols made ahead for the streamed item held in memory.
     pub fn ahead_symbols(&self) -> usize {
+        self.held(|h| matches!(h, Held::Ram(_)))
+    }
+
+    /// Repair symbols made ahead for the streamed item in the spool.
+    pub fn spooled_symbols(&self) -> usize {
+        self.held(|h| matches!(h, Held::Spool { .. }))
+    }
+
+    /// Times the spool failed (each time the stream went back to holding
+    /// its symbols in memory).
+    pub fn spool_errors(&self) -> u64 {
+        self.spool_errors
+    }
+
+    fn held(&self, which: impl Fn(&Held) -> bool) -> usize {
         (self.stream.iter().flat_map(|s| &s.blocks))
-            .map(|a| a.symbols.len())
+            .map(|a| a.symbols.iter().filter(|(_, h)| which(h)).count())
             .sum()
     }
 
@@ -310,9 +424,15 @@ impl EncoderCache {
     }
 }
 
+/// Where `slot` of `block`'s symbols sits in the spool.
+fn spool_offset(stream: &Stream, block: u32, slot: u32, layout: &Layout) -> u64 {
+    (block as u64 * stream.per_block as u64 + slot as u64) * layout.symbol_size() as u64
+}
+
 /// Reads and encodes `block` of the streamed item and tops its symbols
 /// made ahead up to a batch, from the block's next id on (wrapping at the
-/// code's symbol space).
+/// code's symbol space): into the spool if the stream spools and the
+/// spool takes them, else (counting the failure in `errors`) in memory.
 fn make(
     stream: &mut Stream,
     item: ItemId,
@@ -320,10 +440,11 @@ fn make(
     layout: &Layout,
     code: CodeKind,
     src: &mut dyn BlockSource,
+    errors: &mut u64,
 ) -> Result<(), ReadFailed> {
     let k = layout.block_symbols(block);
     let space = code.symbol_space(k).max(1) as u64;
-    let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+    let Some(ahead) = stream.blocks.get(block as usize) else {
         return Ok(());
     };
     let want = (stream.per_block as usize).saturating_sub(ahead.symbols.len());
@@ -332,14 +453,73 @@ fn make(
     }
     let mut enc = load_encoder(item, block, layout, code, src)?;
     let mut id = ahead.next.unwrap_or(k);
+    let step = |id: u32| ((id as u64 + 1) % space) as u32;
+    if stream.spooled {
+        let t = layout.symbol_size() as usize;
+        let mut slot = ahead.next_slot(stream.per_block);
+        let (mut run, mut buf, mut bytes) = (slot, Vec::with_capacity(want * t), Vec::new());
+        let mut made = Vec::with_capacity(want);
+        let mut ok = true;
+        for _ in 0..want {
+            let this = id;
+            enc.symbol(this, &mut bytes);
+            id = step(id);
+            if slot == 0 && !buf.is_empty() {
+                ok &= write(stream, block, run, &buf, layout, src);
+                (run, buf) = (0, Vec::new());
+            }
+            let len = bytes.len().min(t);
+            buf.extend_from_slice(&bytes[..len]);
+            buf.resize(buf.len() + (t - len), 0);
+            made.push((
+                this,
+                Held::Spool {
+                    slot,
+                    len: len as u32,
+                },
+            ));
+            slot = (slot + 1) % stream.per_block.max(1);
+        }
+        ok &= write(stream, block, run, &buf, layout, src);
+        if ok {
+            if let Some(a) = stream.blocks.get_mut(block as usize) {
+                a.symbols.extend(made);
+                a.next = Some(id);
+            }
+            return Ok(());
+        }
+        *errors += 1;
+        // The batch again, in memory, from the first id not held (the
+        // spooled ones dropped, the block's next is its first).
+        stream.unspool();
+        id = (stream.blocks.get(block as usize)).map_or(k, |a| a.next.unwrap_or(k));
+    }
+    let Some(ahead) = stream.blocks.get_mut(block as usize) else {
+        return Ok(());
+    };
+    let want = (stream.per_block as usize).saturating_sub(ahead.symbols.len());
     for _ in 0..want {
         let mut bytes = Vec::new();
         enc.symbol(id, &mut bytes);
-        ahead.symbols.push_back((id, bytes));
-        id = ((id as u64 + 1) % space) as u32;
+        ahead.symbols.push_back((id, Held::Ram(bytes)));
+        id = step(id);
     }
     ahead.next = Some(id);
     Ok(())
+}
+
+/// Writes `buf` (whole symbols) at `slot` of `block` in the spool; false
+/// if there is none or it failed.
+fn write(
+    stream: &Stream,
+    block: u32,
+    slot: u32,
+    buf: &[u8],
+    layout: &Layout,
+    src: &mut dyn BlockSource,
+) -> bool {
+    let at = spool_offset(stream, block, slot, layout);
+    src.spool().is_some_and(|sp| sp.write_at(at, buf).is_ok())
 }
 
 #[cfg(test)]

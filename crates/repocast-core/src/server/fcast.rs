@@ -9,9 +9,9 @@
 //! encoders outlive the pass, and the pass prepares them for the next
 //! one's repair symbols, one block every half block of packets; a larger
 //! item is streamed, its repair symbols made ahead a block at a time, one
-//! batch every quarter batch of packets; only an item too large to stream
-//! at the sending rate is taken in spans of the budget, every round of one
-//! span before the next. The server's
+//! batch every quarter batch of packets (in memory, or in the driver's
+//! spool); only an item too large to stream at the sending rate is taken
+//! in spans of the budget, every round of one span before the next. The server's
 //! [`super::transmission::Transmission`] asks this order which planned
 //! symbol comes next.
 

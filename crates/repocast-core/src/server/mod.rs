@@ -14,6 +14,7 @@ pub mod encoders;
 mod fcast;
 mod rekey;
 mod reports;
+pub mod spool;
 pub mod transmission;
 
 pub use config::{
@@ -750,11 +751,28 @@ impl Server {
         self.start(now, t);
     }
 
-    /// Push mode: repair symbols of a streamed item held made ahead (the
-    /// sender's memory for an item larger than `push_span_bytes`).
+    /// Push mode: repair symbols of a streamed item held made ahead in
+    /// memory (the sender's memory for an item larger than
+    /// `push_span_bytes`).
     pub fn push_symbols_ahead(&self) -> usize {
+        self.push_cache().map_or(0, |c| c.ahead_symbols())
+    }
+
+    /// Push mode: repair symbols of a streamed item made ahead into the
+    /// driver's spool.
+    pub fn push_symbols_spooled(&self) -> usize {
+        self.push_cache().map_or(0, |c| c.spooled_symbols())
+    }
+
+    /// Push mode: times the driver's spool failed (the pass went on with
+    /// its symbols in memory).
+    pub fn push_spool_errors(&self) -> u64 {
+        self.push_cache().map_or(0, |c| c.spool_errors())
+    }
+
+    fn push_cache(&self) -> Option<&encoders::EncoderCache> {
         let on_air = self.current.as_ref().and_then(|t| t.encoders());
-        (self.push_encoders.as_ref().or(on_air)).map_or(0, |c| c.ahead_symbols())
+        self.push_encoders.as_ref().or(on_air)
     }
 
     /// A push pass goes out in Fcast order, shuffled afresh per pass.
@@ -768,8 +786,9 @@ impl Server {
         let seed = self.cfg.seed ^ (t.id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         let span = self.cfg.push_span_bytes;
         let pps = 1_000_000_000 / self.cfg.packet_interval.as_nanos().max(1) as u64;
-        let cache =
-            (self.push_encoders.take()).unwrap_or_else(|| encoders::EncoderCache::new(span, pps));
+        let spool = self.cfg.push_spool_bytes;
+        let cache = (self.push_encoders.take())
+            .unwrap_or_else(|| encoders::EncoderCache::new(span, pps).with_spool(spool));
         t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
     }
 
@@ -851,5 +870,9 @@ impl BlockSource for CheckedSource<'_> {
             }
             _ => Ok(()),
         }
+    }
+
+    fn spool(&mut self) -> Option<&mut dyn spool::SymbolSpool> {
+        self.inner.spool()
     }
 }

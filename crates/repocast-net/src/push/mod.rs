@@ -12,6 +12,7 @@
 
 pub mod options;
 pub mod popularity;
+pub mod spool;
 
 use crate::metrics::{self, Shared, Snapshot};
 use crate::repo::{FileSource, Repository, STATE_DIR};
@@ -151,6 +152,8 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     )?;
     cfg.server.sign_symbols = opts.sign_symbols;
     cfg.server.sign_copies = opts.sign_copies;
+    let mut first = first;
+    (first.source.spool, cfg.server.push_spool_bytes) = open_spool(&opts);
     let start = std::time::Instant::now();
     let version = next_version(0);
     let n = first.items.len();
@@ -203,6 +206,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         fec,
         shared: shared.clone(),
         start,
+        spool_errors: 0,
     };
     let task = tokio::spawn(pump.run(rx));
     Ok(PushHandle {
@@ -224,6 +228,8 @@ struct Pump {
     fec: FecParams,
     shared: Shared,
     start: std::time::Instant,
+    /// Spool failures already logged.
+    spool_errors: u64,
 }
 
 impl Pump {
@@ -296,7 +302,9 @@ impl Pump {
             .replace(core_now(self.start), version, s.items)
         {
             Ok(()) => {
+                let spool = self.source.spool.take();
                 self.source = s.source;
+                self.source.spool = spool;
                 tracing::info!("catalogue version {version}: {n} files");
             }
             Err(e) => tracing::warn!("new version: {e}"),
@@ -304,6 +312,13 @@ impl Pump {
     }
 
     fn publish(&mut self) {
+        let errors = self.endpoint.server().push_spool_errors();
+        if errors > self.spool_errors {
+            self.spool_errors = errors;
+            tracing::warn!(
+                "the spool failed ({errors} times); repair symbols made ahead are held in memory instead"
+            );
+        }
         let snap = Snapshot {
             stats: self.endpoint.server().stats(),
             items: self.endpoint.items().len(),
@@ -314,6 +329,27 @@ impl Pump {
         };
         if let Ok(mut g) = self.shared.lock() {
             *g = snap;
+        }
+    }
+}
+
+/// The spool for `opts`, and the bytes the core may keep in it (none if
+/// it is off or could not be made: a large item at a high rate then goes
+/// in spans).
+fn open_spool(opts: &PushOptions) -> (Option<spool::FileSpool>, u64) {
+    let bytes = opts.spool_mib.saturating_mul(1 << 20);
+    if bytes == 0 {
+        return (None, 0);
+    }
+    let dir = opts.dir.join(STATE_DIR);
+    match spool::FileSpool::create(&dir, bytes) {
+        Ok(s) => (Some(s), bytes),
+        Err(e) => {
+            tracing::warn!(
+                "no spool in {}: {e}; a file too large to make its repair symbols ahead in memory at this rate goes in spans",
+                dir.display()
+            );
+            (None, 0)
         }
     }
 }

@@ -78,6 +78,11 @@ pub struct PushOptions {
     /// Publish a new catalogue version when files change (inotify, and
     /// on SIGHUP).
     pub watch: bool,
+    /// The most MiB of repair symbols made ahead kept in the spool (an
+    /// unnamed file in the folder's `.repocast`), for an item too large to
+    /// make them ahead in memory at the rate; 0: no spool (such an item
+    /// goes in spans).
+    pub spool_mib: u64,
 }
 
 impl Default for PushOptions {
@@ -109,6 +114,7 @@ impl PushOptions {
             metrics: Some((Ipv4Addr::LOCALHOST, addr::PUSH_METRICS_PORT).into()),
             seed: p.seed,
             watch: true,
+            spool_mib: p.push_spool_bytes >> 20,
         }
     }
 
