@@ -13,6 +13,7 @@
 #   RATE=100M SIZE_MIB=32 LOSSES=0.05,0.05,0.5 RUNS=3 tests/netlab-push.sh
 #   KEEP=1 tests/netlab-push.sh               # keep the logs and files
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
+#   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -20,6 +21,7 @@ RATE=${RATE:-100M}
 SIZE_MIB=${SIZE_MIB:-32}
 LOSSES=${LOSSES:-0.05,0.05,0.5}
 RUNS=${RUNS:-1}
+TIMEOUT=${TIMEOUT:-60}
 CODE=${CODE:-raptorq}
 NAME=rcp$$
 SCRIPT=netlab-push.sh
@@ -49,7 +51,7 @@ for run in $(seq 1 "$RUNS"); do
   for c in $(seq 1 "$n"); do
     rm -rf "$WORK/out$c"
     ( bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" listen --trust "$KEY" --interface eth0 \
-        --out "$WORK/out$c" --timeout 60 > "$WORK/c$c.log" 2>&1
+        --out "$WORK/out$c" --timeout "$TIMEOUT" > "$WORK/c$c.log" 2>&1
       echo $? > "$WORK/c$c.rc" ) &
     pids+=($!)
   done

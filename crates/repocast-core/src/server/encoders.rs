@@ -68,9 +68,11 @@ pub const MAKE_NS_PER_BYTE: u64 = 3;
 pub enum Fit {
     /// Its blocks fit the budget: encoders kept across passes.
     Kept,
-    /// Streamed: repair symbols made ahead (in memory or the spool),
-    /// every block in every round.
+    /// Streamed: repair symbols made ahead in memory, every block in
+    /// every round.
     Streamed,
+    /// The same, made ahead into the driver's spool.
+    Spooled,
     /// Too large to stream at the rate: spans of the budget.
     Spans,
 }
@@ -224,8 +226,12 @@ impl EncoderCache {
         if total <= self.budget {
             return Fit::Kept;
         }
-        if self.stream.as_ref().is_some_and(|s| s.item == item) {
-            return Fit::Streamed;
+        if let Some(s) = self.stream.as_ref().filter(|s| s.item == item) {
+            return if s.spooled {
+                Fit::Spooled
+            } else {
+                Fit::Streamed
+            };
         }
         let t = layout.symbol_size().max(1) as u64;
         let share = |bytes: u64| bytes / (g.max(1) as u64 * t);
@@ -265,7 +271,7 @@ impl EncoderCache {
             spooled,
             blocks: (0..g).map(|_| Ahead::default()).collect(),
         });
-        Fit::Streamed
+        if spooled { Fit::Spooled } else { Fit::Streamed }
     }
 
     /// Packets between two [`EncoderCache::make_ahead`] calls for a
@@ -554,6 +560,42 @@ mod tests {
         // One block larger than the budget is still kept, alone.
         c.get_or_load(ItemId(2), 0, 1000, || load(4)).expect("load");
         assert_eq!((c.len(), c.bytes()), (1, 1000));
+    }
+
+    /// Where each way of sending a large item takes over, with `push`'s
+    /// defaults (1,440-byte symbols, blocks of 1,250, 64 MiB in memory, a
+    /// 4 GiB spool): what README and docs/protocol.md say.
+    #[test]
+    fn where_memory_the_spool_and_spans_take_over() {
+        use crate::profile::Profile;
+        use crate::wire::FecParams;
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 1440,
+            max_block_symbols: crate::profile::PUSH_RAPTORQ_BLOCK_SYMBOLS,
+        };
+        let fit = |mib: u64, mbps: u64| {
+            let mut cfg = Profile::Push.server();
+            cfg.set_rate(mbps * 1_000_000, false).expect("rate");
+            let pps = 1_000_000_000 / cfg.packet_interval.as_nanos() as u64;
+            let layout = Layout::new(mib << 20, &fec).expect("layout");
+            EncoderCache::new(cfg.push_span_bytes, pps)
+                .with_spool(cfg.push_spool_bytes)
+                .fit(ItemId(0), &layout)
+        };
+        assert_eq!(fit(64, 1000), Fit::Kept);
+        assert_eq!(fit(600, 100), Fit::Streamed);
+        assert_eq!(fit(700, 100), Fit::Spooled);
+        assert_eq!(fit(32 << 10, 100), Fit::Spooled);
+        assert_eq!(fit(48 << 10, 100), Fit::Spans);
+        assert_eq!(fit(200, 400), Fit::Spooled);
+        assert_eq!(fit(4 << 10, 400), Fit::Spooled);
+        assert_eq!(fit(1 << 10, 750), Fit::Spooled);
+        assert_eq!(fit(1 << 10, 900), Fit::Spans);
+        // No spool: spans from where memory stops.
+        let mut c = EncoderCache::new(64 << 20, 8_000);
+        let layout = Layout::new(700 << 20, &fec).expect("layout");
+        assert_eq!(c.fit(ItemId(0), &layout), Fit::Spans);
     }
 
     #[test]
