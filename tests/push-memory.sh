@@ -5,7 +5,7 @@
 # --json`) at most LIMIT_MIB (128). BIN=path/to/repocast tests another
 # build; LISTEN_ARGS adds flags to listen (--emulate-loss 0.2), PUSH_ARGS
 # to push (--spool-mib 0); KEEP=1 keeps the logs. It also prints the
-# pusher's CPU seconds.
+# pusher's CPU seconds and peak RSS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SIZE_MIB=${SIZE_MIB:-1024}
@@ -31,7 +31,7 @@ GROUP=239.255.61.1:4761
 PUSH_PID=$!
 "$BIN" listen --interface 127.0.0.1 --group "$GROUP" --trust "$WORK/key.pub" \
   --out "$WORK/out" --timeout 60 --json ${LISTEN_ARGS:-} >"$WORK/listen.json" 2>"$WORK/listen.log" || true
-echo "push-memory: pusher CPU $(ps -o times= -p "$PUSH_PID" | tr -d ' ') s"
+echo "push-memory: pusher CPU $(ps -o times= -p "$PUSH_PID" | tr -d ' ') s, peak RSS $(awk '/^VmHWM/ { printf "%.1f", $2 / 1024 }' "/proc/$PUSH_PID/status") MiB"
 cmp "$WORK/repo/big.bin" "$WORK/out/big.bin"
 python3 - "$WORK/listen.json" "$LIMIT_MIB" "$SIZE_MIB" <<'PY'
 import json, sys
