@@ -88,7 +88,7 @@ pub struct ServerConfig {
     pub push_span_bytes: u64,
     /// Push mode: the most bytes of a streamed item's repair symbols made
     /// ahead that the server keeps in the driver's spool
-    /// ([`BlockSource::spool`]; `push --spool-size`), so each block is read
+    /// ([`BlockSource::spool`]; `push --spool-mib`), so each block is read
     /// and encoded about once per pass whatever the item's size. Zero (the
     /// default here; [`crate::profile::Profile::Push`] ships
     /// [`crate::profile::PUSH_SPOOL_BYTES`]): no spool.

@@ -312,13 +312,14 @@ impl Pump {
     }
 
     fn publish(&mut self) {
+        // Counted per catalogue version (a new version starts at zero).
         let errors = self.endpoint.server().push_spool_errors();
         if errors > self.spool_errors {
-            self.spool_errors = errors;
             tracing::warn!(
                 "the spool failed ({errors} times); repair symbols made ahead are held in memory instead"
             );
         }
+        self.spool_errors = errors;
         let snap = Snapshot {
             stats: self.endpoint.server().stats(),
             items: self.endpoint.items().len(),
