@@ -55,7 +55,9 @@ const HALF_CORE_NS: u128 = 500_000_000;
 
 /// Estimated sender CPU per symbol that goes through the spool: written
 /// in its batch and read back once (the operating system's cache keeps a
-/// recent spool in memory).
+/// recent spool in memory). Measured on the project machine for 1,440-byte
+/// symbols, batches of 1,250 written whole over 1 GiB and symbols read
+/// back one by one: 150-630 ns to write, 1.0-1.1 µs to read.
 pub const SPOOL_NS_PER_SYMBOL: u64 = 1_500;
 
 /// Estimated sender CPU per byte of a block, to read, check and encode it
