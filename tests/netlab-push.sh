@@ -52,7 +52,7 @@ for run in $(seq 1 "$RUNS"); do
   for c in $(seq 1 "$n"); do
     rm -rf "$WORK/out$c"
     ( bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" listen --trust "$KEY" --interface eth0 \
-        --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log" 
+        --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log"
       echo $? > "$WORK/c$c.rc" ) &
     pids+=($!)
   done
