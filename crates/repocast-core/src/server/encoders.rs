@@ -239,10 +239,9 @@ impl EncoderCache {
         let share = |bytes: u64| bytes / (g.max(1) as u64 * t);
         let ram = share(self.budget).clamp(MIN_AHEAD as u64, u32::MAX as u64) as u32;
         // A spooled batch is at most a block's worth (the code's symbols
-        // are unlimited, but a pass needs about k of each block).
-        let k = layout
-            .block_symbols(0)
-            .max(layout.block_symbols(g.saturating_sub(1)));
+        // are unlimited, but a pass needs about k of each block); block 0
+        // is the largest (the layout puts its longer blocks first).
+        let k = layout.block_symbols(0);
         let spool = share(self.spool_budget).min(k as u64) as u32;
         // A batch tops a block up from under half to full: about 3/4 of
         // a batch per read and encode of the block.

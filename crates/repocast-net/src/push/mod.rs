@@ -134,7 +134,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         max_block_symbols: opts.max_block.unwrap_or(push_block_symbols(opts.code)),
     };
     let o = opts.clone();
-    let first = tokio::task::spawn_blocking(move || scan(&o, &fec))
+    let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec))
         .await
         .map_err(NetError::Task)??;
     let identity = match &opts.key {
@@ -152,7 +152,6 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     )?;
     cfg.server.sign_symbols = opts.sign_symbols;
     cfg.server.sign_copies = opts.sign_copies;
-    let mut first = first;
     (first.source.spool, cfg.server.push_spool_bytes) = open_spool(&opts);
     let start = std::time::Instant::now();
     let version = next_version(0);
