@@ -64,7 +64,9 @@ pub struct PushArgs {
     /// MTU, at most a 1,500-byte frame's: 1440 on IPv4 Ethernet].
     #[arg(long)]
     pub symbol_size: Option<u16>,
-    /// Largest source block in symbols (kmax) [1250 for raptorq, else the code's].
+    /// Largest source block in symbols (kmax) for every file [raptorq:
+    /// 1250, grown for files above 32 blocks to keep to 32, up to 2500;
+    /// rs: the code's].
     #[arg(long)]
     pub block_symbols: Option<u32>,
     /// The signing key (`repocast keygen`); created if missing

@@ -159,8 +159,10 @@ impl Groups {
         loss: LossSpec,
         seed: u64,
     ) -> Result<Groups, NetError> {
+        let data_sock = socket::receiver(data, iface, src)?;
+        socket::warn_small_recv_buffer(&data_sock);
         Ok(Groups {
-            data: LossySocket::new(socket::receiver(data, iface, src)?, loss, seed ^ 0x1055),
+            data: LossySocket::new(data_sock, loss, seed ^ 0x1055),
             announce: LossySocket::new(
                 socket::receiver(announce, iface, src)?,
                 loss,

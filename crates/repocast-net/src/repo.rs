@@ -5,7 +5,7 @@
 
 use crate::NetError;
 use repocast_core::ItemId;
-use repocast_core::fec::layout::Layout;
+use repocast_core::fec::layout::{BlockGrowth, Layout, item_fec};
 use repocast_core::hex;
 use repocast_core::server::{BlockSource, ItemInfo, SourceError};
 use repocast_core::wire::FecParams;
@@ -166,9 +166,14 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
 }
 
 impl Repository {
-    /// Scans `root` for `fec`'s layout, reusing cached hashes of files whose
-    /// size and modification time are unchanged.
-    pub fn scan(root: &Path, fec: &FecParams) -> Result<Repository, NetError> {
+    /// Scans `root` for `fec`'s layout (each file's blocks grown by `growth`
+    /// as [`item_fec`] says), reusing cached hashes of files whose size and
+    /// modification time are unchanged.
+    pub fn scan(
+        root: &Path,
+        fec: &FecParams,
+        growth: Option<BlockGrowth>,
+    ) -> Result<Repository, NetError> {
         let meta = fs::metadata(root).map_err(|e| NetError::file(root, e))?;
         if !meta.is_dir() {
             return Err(NetError::NotADirectory(root.display().to_string()));
@@ -178,12 +183,13 @@ impl Repository {
         found.sort_by(|a, b| a.0.cmp(&b.0));
         let cache_path = root.join(STATE_DIR).join(CACHE_FILE);
         let cache = load_cache(&cache_path);
-        let pk = params_key(fec);
         let (mut files, mut hashed, mut lines) = (Vec::new(), 0, String::new());
         let mut skipped = 0;
         for (name, path, meta) in found {
             let (size, mtime) = (meta.len(), mtime_ns(&meta));
-            let layout = match Layout::new(size, fec) {
+            let fec = item_fec(fec, growth, size);
+            let pk = params_key(&fec);
+            let layout = match Layout::new(size, &fec) {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::warn!("not serving {name}: {e}");

@@ -107,7 +107,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         max_block_symbols: opts.max_block.unwrap_or(code.default_block_symbols()),
     };
     let dir = opts.dir.clone();
-    let repo = tokio::task::spawn_blocking(move || Repository::scan(&dir, &fec))
+    let repo = tokio::task::spawn_blocking(move || Repository::scan(&dir, &fec, None))
         .await
         .map_err(NetError::Task)??;
     let listener = TcpListener::bind(opts.listen)

@@ -99,8 +99,16 @@ fn main() {
             },
         ),
     ] {
-        let push = PushConfig::shipped(&fec, sched, seed, num("rate", 1e6) as u64, false, None)
-            .unwrap_or_else(|e| fail(format!("pusher: {e}")));
+        let push = PushConfig::shipped(
+            &fec,
+            repocast_core::profile::push_block_growth(CodeKind::RaptorQ, None),
+            sched,
+            seed,
+            num("rate", 1e6) as u64,
+            false,
+            None,
+        )
+        .unwrap_or_else(|e| fail(format!("pusher: {e}")));
         let setup = Setup {
             push,
             loss: num("loss", 0.05),

@@ -16,7 +16,7 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats}
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::loss::{LossModel, LossSpec};
-use repocast_core::server::ServerError;
+use repocast_core::server::{ServerConfig, ServerError};
 use repocast_core::wire::FecParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -78,20 +78,22 @@ impl Host {
 pub struct PushLan {
     push: PushEndpoint,
     source: MemorySource,
-    fec: FecParams,
+    /// The pusher's settings, for the FEC parameters of replaced files.
+    server: ServerConfig,
     hosts: Vec<Host>,
     now: Instant,
     injected: Vec<(Instant, Channel, Vec<u8>)>,
 }
 
-/// The push items of `files`, and a source over them.
+/// The push items of `files`, each hashed with its FEC parameters
+/// (`fec_of` its size), and a source over them.
 pub fn push_items(
     files: &[(String, Vec<u8>)],
-    fec: &FecParams,
+    fec_of: impl Fn(u64) -> FecParams,
 ) -> Result<(Vec<PushItem>, MemorySource), ServerError> {
     let items = (files.iter())
         .map(|(n, b)| {
-            MemorySource::item_info(n, b, fec).map(|info| PushItem {
+            MemorySource::item_info(n, b, &fec_of(b.len() as u64)).map(|info| PushItem {
                 info,
                 mode: 0o644,
                 mtime: 1_700_000_000,
@@ -110,17 +112,13 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<Self, ServerError> {
-        let fec = FecParams {
-            code: cfg.server.code,
-            symbol_size: cfg.server.symbol_size,
-            max_block_symbols: cfg.server.max_block_symbols,
-        };
-        let (items, source) = push_items(files, &fec)?;
+        let server = cfg.server.clone();
+        let (items, source) = push_items(files, |size| server.item_fec(size))?;
         let push = PushEndpoint::new(Instant::ZERO, cfg, identity, version, items)?;
         Ok(PushLan {
             push,
             source,
-            fec,
+            server,
             hosts: Vec::new(),
             now: Instant::ZERO,
             injected: Vec::new(),
@@ -167,7 +165,7 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<(), ServerError> {
-        let (items, source) = push_items(files, &self.fec)?;
+        let (items, source) = push_items(files, |size| self.server.item_fec(size))?;
         self.source = source;
         self.push.replace(self.now, version, items)
     }

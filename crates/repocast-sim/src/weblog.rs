@@ -279,7 +279,8 @@ e - - [10/Oct/2000:13:58:36 +0000] \"GET /huge.iso HTTP/1.0\" 200 99999999999999
             },
         ] {
             let setup = Setup {
-                push: PushConfig::shipped(&fec, sched, 1, 1_000_000, false, None).expect("pusher"),
+                push: PushConfig::shipped(&fec, None, sched, 1, 1_000_000, false, None)
+                    .expect("pusher"),
                 loss: 0.1,
                 seed: 3,
                 tail: Duration::from_secs(30),

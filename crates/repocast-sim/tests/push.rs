@@ -126,6 +126,53 @@ fn a_file_larger_than_the_encoder_budget_completes_near_the_bound() {
     }
 }
 
+/// A listener ends when its unluckiest block has k symbols, so a file of
+/// many small blocks keeps a high-loss listener well past its bound, and
+/// [`BlockGrowth`] (which `push` ships, at 1,420-byte symbols and blocks of
+/// 1,250 to 2,500) brings it back by keeping a large file to few larger
+/// blocks. Scaled down here: 64 blocks of 32 symbols, or grown to 4 blocks
+/// of 512, each heard by 30 listeners at 50% loss.
+#[test]
+fn grown_blocks_bring_a_high_loss_listener_of_a_large_file_near_the_bound() {
+    use repocast_core::fec::layout::BlockGrowth;
+    let seed = seed_or(10);
+    let files = vec![("big.bin".to_string(), bytes(64 * 32 * 64, seed))];
+    let grown = BlockGrowth {
+        blocks: 4,
+        max_symbols: 512,
+    };
+    let mut means = Vec::new();
+    for (growth, blocks) in [(None, 64), (Some(grown), 4)] {
+        let mut cfg = config();
+        cfg.server.symbol_size = 64;
+        cfg.server.max_block_symbols = 32;
+        cfg.server.block_growth = growth;
+        // A pass lasts about two seconds: the catalogue is there early.
+        cfg.server.set_rate(1_000_000, false).expect("rate");
+        let k = (files[0].1.len() as u64).div_ceil(64);
+        let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
+        for i in 0..30 {
+            lan.listener(listener(0.5, 0.0), seed * 100 + i);
+        }
+        lan.run(secs(120.0));
+        let reps = lan.reports();
+        for r in &reps {
+            check_files(r, &files);
+            assert_eq!(r.blocks_written, blocks, "the catalogue's layout");
+        }
+        let ratios: Vec<f64> = (reps.iter())
+            .map(|r| r.data_sent as f64 * 0.5 / k as f64)
+            .collect();
+        means.push(ratios.iter().sum::<f64>() / ratios.len() as f64);
+    }
+    eprintln!(
+        "50% listeners, mean of the bound: 64 blocks {:.3}, 4 blocks {:.3}",
+        means[0], means[1]
+    );
+    assert!(means[0] > 1.15, "64 small blocks: {:.3}", means[0]);
+    assert!(means[1] < 1.08, "4 grown blocks: {:.3}", means[1]);
+}
+
 /// At 300 Mbit/s, making a memory budget's batches ahead (a read and
 /// encode of the block per batch) would take more than half a core, so the
 /// pusher makes a block's worth per batch into the driver's spool: every
@@ -185,7 +232,7 @@ fn a_pinned_listener_ignores_another_pusher_and_older_versions() {
         ("a.txt".to_string(), bytes(300_000, seed + 9)),
         ("b.txt".to_string(), bytes(5_000, seed + 10)),
     ];
-    let (items, mut evil_src) = push_items(&evil_files, &fec()).expect("items");
+    let (items, mut evil_src) = push_items(&evil_files, |_| fec()).expect("items");
     let mut evil = PushEndpoint::new(
         Instant::ZERO,
         config(),
@@ -196,7 +243,7 @@ fn a_pinned_listener_ignores_another_pusher_and_older_versions() {
     .expect("evil");
     // Version 1 of the real set, recorded for a replay later.
     let old_files = vec![("a.txt".to_string(), bytes(300_000, seed + 20))];
-    let (old_items, mut old_src) = push_items(&old_files, &fec()).expect("items");
+    let (old_items, mut old_src) = push_items(&old_files, |_| fec()).expect("items");
     let mut old = PushEndpoint::new(
         Instant::ZERO,
         config(),
@@ -361,7 +408,7 @@ fn a_pusher_refuses_more_files_than_a_catalogue_can_name() {
     use repocast_core::server::ServerError;
     use repocast_core::wire::catalogue::MAX_PUSH_ITEMS;
     let files = vec![("a".to_string(), bytes(100, 1))];
-    let (items, _) = push_items(&files, &fec()).expect("items");
+    let (items, _) = push_items(&files, |_| fec()).expect("items");
     let mut p = PushEndpoint::new(
         Instant::ZERO,
         config(),
@@ -415,7 +462,7 @@ fn a_listener_naming_files_starts_before_the_whole_catalogue() {
     let files: Vec<(String, Vec<u8>)> = (0..400)
         .map(|i| (format!("doc/f{i:03}.html"), bytes(200, i)))
         .collect();
-    let (items, mut source) = push_items(&files, &fec()).expect("items");
+    let (items, mut source) = push_items(&files, |_| fec()).expect("items");
     let id = Identity::from_seed([7; 32]);
     let mut p = PushEndpoint::new(Instant::ZERO, config(), id.clone(), 1, items).expect("pusher");
     let selects: [&[&str]; 4] = [

@@ -58,11 +58,13 @@ pub struct PushConfig {
 
 impl PushConfig {
     /// What `repocast push` runs: [`crate::profile::Profile::Push`] with
-    /// the FEC layout `fec`, `scheduler`, the block-order `seed` and a rate
-    /// cap of `rate_bps` (the catalogue included). The simulator's replays
-    /// of real runs build their pusher here too.
+    /// the FEC layout `fec` (blocks grown by `growth` for large items),
+    /// `scheduler`, the block-order `seed` and a rate cap of `rate_bps`
+    /// (the catalogue included). The simulator's replays of real runs
+    /// build their pusher here too.
     pub fn shipped(
         fec: &FecParams,
+        growth: Option<crate::fec::layout::BlockGrowth>,
         scheduler: crate::sched::SchedulerKind,
         seed: u64,
         rate_bps: u64,
@@ -73,6 +75,7 @@ impl PushConfig {
         server.code = fec.code;
         server.symbol_size = fec.symbol_size;
         server.max_block_symbols = fec.max_block_symbols;
+        server.block_growth = growth;
         server.seed = seed;
         server.scheduler = scheduler;
         server.set_rate(rate_bps, ipv6)?;
@@ -169,11 +172,6 @@ impl PushEndpoint {
         }
         let key = self.identity.public();
         let session = session_of(&key, version);
-        let fec = FecParams {
-            code: self.cfg.server.code,
-            symbol_size: self.cfg.server.symbol_size,
-            max_block_symbols: self.cfg.server.max_block_symbols,
-        };
         let base = CataloguePiece {
             signer: key.to_bytes(),
             version,
@@ -198,6 +196,7 @@ impl PushEndpoint {
         }
         let mut sent = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
+            let fec = self.cfg.server.item_fec(it.info.size);
             let head = ItemHead {
                 name: it.info.name.clone(),
                 size: it.info.size,

@@ -22,6 +22,10 @@ pub struct ServerConfig {
     pub symbol_size: u16,
     /// Largest source block in symbols.
     pub max_block_symbols: u32,
+    /// Larger blocks for large items (push; `None`: every item's blocks
+    /// are at most [`ServerConfig::max_block_symbols`]). See
+    /// [`ServerConfig::item_fec`].
+    pub block_growth: Option<crate::fec::layout::BlockGrowth>,
     /// Time to send one data packet at the configured rate.
     pub packet_interval: Duration,
     /// Packets that may go out back to back after an idle spell.
@@ -114,6 +118,25 @@ pub struct ServerConfig {
     pub batch_hold_idle: bool,
 }
 
+impl ServerConfig {
+    /// The FEC parameters every item starts from: the code, the symbol
+    /// size and the largest block.
+    pub fn base_fec(&self) -> crate::wire::FecParams {
+        crate::wire::FecParams {
+            code: self.code,
+            symbol_size: self.symbol_size,
+            max_block_symbols: self.max_block_symbols,
+        }
+    }
+
+    /// The FEC parameters of an item of `size` bytes: [`Self::base_fec`]
+    /// with [`Self::block_growth`] applied. The driver hashes the item's
+    /// blocks with these, and listeners learn them from the catalogue.
+    pub fn item_fec(&self, size: u64) -> crate::wire::FecParams {
+        crate::fec::layout::item_fec(&self.base_fec(), self.block_growth, size)
+    }
+}
+
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
 pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
 
@@ -126,6 +149,7 @@ impl Default for ServerConfig {
             code: CodeKind::RaptorQ,
             symbol_size: 1280,
             max_block_symbols: CodeKind::RaptorQ.default_block_symbols(),
+            block_growth: None,
             packet_interval: Duration::from_micros(100),
             burst: 16,
             nak_window: (Duration::from_millis(30), Duration::from_millis(210)),

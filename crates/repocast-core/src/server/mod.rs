@@ -78,6 +78,8 @@ pub enum ServerError {
 
 struct ItemState {
     info: ItemInfo,
+    /// The item's FEC parameters ([`ServerConfig::item_fec`]).
+    fec: FecParams,
     layout: Layout,
     /// Next fresh symbol id per block.
     next_esi: Vec<u32>,
@@ -131,7 +133,6 @@ struct RepairJob {
 /// The repository server's protocol state machine.
 pub struct Server {
     cfg: ServerConfig,
-    fec: FecParams,
     items: Vec<ItemState>,
     names: HashMap<String, ItemId>,
     clients: FastMap<ClientId, ClientState>,
@@ -190,14 +191,10 @@ impl Server {
         if cfg.packet_interval.is_zero() {
             return Err(ServerError::Rate(0));
         }
-        let fec = FecParams {
-            code: cfg.code,
-            symbol_size: cfg.symbol_size,
-            max_block_symbols: cfg.max_block_symbols,
-        };
         let mut states = Vec::with_capacity(items.len());
         let mut names = HashMap::new();
         for (i, info) in items.into_iter().enumerate() {
+            let fec = cfg.item_fec(info.size);
             let layout = Layout::new(info.size, &fec).map_err(|source| ServerError::Layout {
                 name: info.name.clone(),
                 source,
@@ -209,6 +206,7 @@ impl Server {
             states.push(ItemState {
                 next_esi: vec![0; layout.blocks() as usize],
                 info,
+                fec,
                 layout,
                 in_flight: BTreeSet::new(),
                 failed: None,
@@ -218,7 +216,6 @@ impl Server {
         let demand = DemandTable::new(states.len() as u32, scheduler.q_key());
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
-            fec,
             items: states,
             names,
             clients: FastMap::default(),
@@ -325,7 +322,7 @@ impl Server {
             name: st.info.name.clone(),
             size: st.info.size,
             hash: st.info.hash,
-            fec: self.fec,
+            fec: st.fec,
             block_hashes: st.info.block_hashes.clone(),
         })
     }

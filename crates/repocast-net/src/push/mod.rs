@@ -21,7 +21,8 @@ pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
-use repocast_core::profile::push_block_symbols;
+use repocast_core::fec::layout::BlockGrowth;
+use repocast_core::profile::{push_block_growth, push_block_symbols};
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use std::collections::HashMap;
@@ -73,8 +74,12 @@ struct Scan {
     bytes: u64,
 }
 
-fn scan(opts: &PushOptions, fec: &FecParams) -> Result<Scan, NetError> {
-    let repo = Repository::scan(&opts.dir, fec)?;
+fn scan(
+    opts: &PushOptions,
+    fec: &FecParams,
+    growth: Option<BlockGrowth>,
+) -> Result<Scan, NetError> {
+    let repo = Repository::scan(&opts.dir, fec, growth)?;
     let names: Vec<&str> = repo.files.iter().map(|f| f.info.name.as_str()).collect();
     let scheduler = match opts.scheduler {
         PushScheduler::Flat => SchedulerKind::Flat,
@@ -133,8 +138,9 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         symbol_size,
         max_block_symbols: opts.max_block.unwrap_or(push_block_symbols(opts.code)),
     };
+    let growth = push_block_growth(opts.code, opts.max_block);
     let o = opts.clone();
-    let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec))
+    let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec, growth))
         .await
         .map_err(NetError::Task)??;
     let identity = match &opts.key {
@@ -144,6 +150,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     let key = identity.public();
     let mut cfg = PushConfig::shipped(
         &fec,
+        growth,
         first.scheduler.clone(),
         opts.seed,
         opts.rate_bps,
@@ -203,6 +210,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         announce,
         opts,
         fec,
+        growth,
         shared: shared.clone(),
         start,
         spool_errors: 0,
@@ -225,6 +233,8 @@ struct Pump {
     announce: tokio::net::UdpSocket,
     opts: PushOptions,
     fec: FecParams,
+    /// Larger blocks for large files (`None` when `--block-symbols` is set).
+    growth: Option<BlockGrowth>,
     shared: Shared,
     start: std::time::Instant,
     /// Spool failures already logged.
@@ -282,8 +292,8 @@ impl Pump {
 
     /// Rescans the folder; a changed file set becomes a new version.
     async fn rescan(&mut self) {
-        let (o, fec) = (self.opts.clone(), self.fec);
-        let s = match tokio::task::spawn_blocking(move || scan(&o, &fec)).await {
+        let (o, fec, growth) = (self.opts.clone(), self.fec, self.growth);
+        let s = match tokio::task::spawn_blocking(move || scan(&o, &fec, growth)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return tracing::warn!("rescan: {e}"),
             Err(e) => return tracing::warn!("rescan: {e}"),
