@@ -15,6 +15,9 @@
 #   KEEP=1 tests/netlab-push.sh               # keep the logs and files
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
+#   LISTEN_USER=nobody tests/netlab-push.sh   # listeners without root (their
+#                                             # receive buffer then follows
+#                                             # net.core.rmem_max)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -51,7 +54,13 @@ for run in $(seq 1 "$RUNS"); do
   pids=()
   for c in $(seq 1 "$n"); do
     rm -rf "$WORK/out$c"
-    ( bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" listen --trust "$KEY" --interface eth0 \
+    as=()
+    if [ -n "${LISTEN_USER:-}" ]; then
+      install -d -o "$LISTEN_USER" "$WORK/out$c"
+      chmod 755 "$WORK"
+      as=(setpriv --reuid="$LISTEN_USER" --regid="$(id -g "$LISTEN_USER")" --clear-groups)
+    fi
+    ( bash "$LAB" --name "$NAME" exec "c$c" -- "${as[@]}" "$BIN" listen --trust "$KEY" --interface eth0 \
         --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log"
       echo $? > "$WORK/c$c.rc" ) &
     pids+=($!)
