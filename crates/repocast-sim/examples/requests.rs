@@ -10,7 +10,8 @@
 //! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`;
 //! and of the server, `hold=MS`: the batching hold's cap (`serve
 //! --batch-hold`; 0: off), `after=MS`: its gate (`--batch-hold-after`),
-//! and `idle=1`: it may idle the link (`--batch-hold-idle`); as shipped
+//! and `idle=1`: it may idle the link (`--batch-hold-idle`), `scheme=`:
+//! the reliability scheme (`serve --scheme`, e.g. `FEC(0)+R(inf)`); as shipped
 //! unless given.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
@@ -63,6 +64,12 @@ fn main() {
             c.batch_hold_after = a;
         }
         c.batch_hold_idle |= args.iter().any(|a| a == "idle=1");
+        if let Some(s) = args.iter().find_map(|a| a.strip_prefix("scheme=")) {
+            match s.parse() {
+                Ok(scheme) => c.scheme = scheme,
+                Err(e) => eprintln!("scheme={s}: {e}; the shipped scheme runs"),
+            }
+        }
         let _ = c.set_rate(rate, false);
     };
     let Ok(mut lan) = VirtualLan::new(Profile::Lan, tweak, files.clone(), LossSpec::NONE) else {

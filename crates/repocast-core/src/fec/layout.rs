@@ -174,11 +174,12 @@ pub fn fcast_padding(s: u64, kmax: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fec::CodeKind;
 
     #[test]
     fn growth_keeps_large_items_to_their_blocks_within_the_cap() {
         let base = FecParams {
-            code: crate::fec::CodeKind::RaptorQ,
+            code: CodeKind::RaptorQ,
             symbol_size: 1000,
             max_block_symbols: 1250,
         };
@@ -210,7 +211,7 @@ mod tests {
         assert_eq!(item_fec(&big, g, 64 << 20).max_block_symbols, 4000);
         // Never past the code's limit.
         let rs = FecParams {
-            code: crate::fec::CodeKind::ReedSolomon,
+            code: CodeKind::ReedSolomon,
             max_block_symbols: 8,
             ..base
         };
@@ -224,10 +225,9 @@ mod tests {
         );
         assert_eq!(
             rs_k.max_block_symbols,
-            crate::fec::CodeKind::ReedSolomon.max_block_symbols()
+            CodeKind::ReedSolomon.max_block_symbols()
         );
     }
-    use crate::fec::CodeKind;
 
     fn params(kmax: u32) -> FecParams {
         FecParams {
