@@ -65,7 +65,7 @@ pub struct PushArgs {
     #[arg(long)]
     pub symbol_size: Option<u16>,
     /// Largest source block in symbols (kmax) for every file [raptorq:
-    /// 1250, grown for files above 32 blocks to keep to 32, up to 2500;
+    /// 1250, grown for files above 32 blocks to keep to 32, up to 1800;
     /// rs: the code's].
     #[arg(long)]
     pub block_symbols: Option<u32>,

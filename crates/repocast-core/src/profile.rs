@@ -217,19 +217,22 @@ pub const PUSH_RAPTORQ_BLOCK_SYMBOLS: u32 = 1250;
 
 /// How `push` grows RaptorQ blocks for large files: up to 32 blocks of
 /// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] (about 54 MiB at 1,420-byte symbols) the
-/// blocks are as set; past that they grow to keep to 32, up to 2,500
-/// symbols (128 MiB: 38 blocks of 2,500, not 76 of 1,250), and past about
-/// 108 MiB the count grows again. In the lab at 128 MiB, blocks of 1,250
-/// left the 50%-loss listener above 1.10 of its ideal in 2 of 9 runs;
-/// blocks of 2,500, with receive buffers that hold the 5%-loss listeners'
-/// end decode, kept every listener within 1.10 (docs/benchmarks.md,
-/// "Session 15"). Medium files keep 1,250: there larger blocks put the
-/// 5%-loss listeners' end decode above 1.10 instead. The same trade holds
-/// at 1 GiB: blocks of 2,500 cost the 5%-loss listeners about 1% there
-/// and gain a 20%-loss listener about as much.
+/// blocks are as set; past that they grow to keep to 32, up to 1,800
+/// symbols (about 78 MiB), and past that the count grows again (128 MiB:
+/// 53 blocks of 1,800, not 76 of 1,250; 1 GiB: 420, not 605).
+///
+/// Larger blocks shorten a lossy listener's wait for its unluckiest block
+/// but leave more of a listener's decoding for the end when it loses
+/// little, and the more so the larger the file. In the lab
+/// (docs/benchmarks.md, "Session 15"), the worst listener of 2-9 runs:
+/// at 128 MiB, 1,250 went to 1.112 (the 50% listener; session 14, with
+/// smaller receive buffers), 1,800 to 1.102 and 2,500 to 1.096; at 1 GiB
+/// (5/5/20%), 1,250 went to 1.105, 1,800 to 1.102 and 2,500 to 1.116.
+/// Medium files keep 1,250: at 32 MiB, blocks of 2,500 put the 5%
+/// listeners above 1.10 in 3 of 6 runs.
 pub const PUSH_BLOCK_GROWTH: BlockGrowth = BlockGrowth {
     blocks: 32,
-    max_symbols: 2500,
+    max_symbols: 1800,
 };
 
 /// [`ServerConfig::block_growth`] for `push` with `code`: RaptorQ's blocks

@@ -129,7 +129,7 @@ fn a_file_larger_than_the_encoder_budget_completes_near_the_bound() {
 /// A listener ends when its unluckiest block has k symbols, so a file of
 /// many small blocks keeps a high-loss listener well past its bound, and
 /// [`BlockGrowth`] (which `push` ships, at 1,420-byte symbols and blocks of
-/// 1,250 to 2,500) brings it back by keeping a large file to few larger
+/// 1,250 to 1,800) brings it back by keeping a large file to few larger
 /// blocks. Scaled down here: 64 blocks of 32 symbols, or grown to 4 blocks
 /// of 512, each heard by 30 listeners at 50% loss.
 #[test]
