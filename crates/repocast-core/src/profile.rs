@@ -226,7 +226,7 @@ pub const PUSH_RAPTORQ_BLOCK_SYMBOLS: u32 = 1250;
 /// little, and the more so the larger the file. In the lab
 /// (docs/benchmarks.md, "Session 15"), the worst listener of 2-9 runs:
 /// at 128 MiB, 1,250 went to 1.112 (the 50% listener; session 14, with
-/// smaller receive buffers), 1,800 to 1.102 and 2,500 to 1.096; at 1 GiB
+/// smaller receive buffers), 1,800 to 1.110 and 2,500 to 1.096; at 1 GiB
 /// (5/5/20%), 1,250 went to 1.105, 1,800 to 1.102 and 2,500 to 1.116.
 /// Medium files keep 1,250: at 32 MiB, blocks of 2,500 put the 5%
 /// listeners above 1.10 in 3 of 6 runs.
