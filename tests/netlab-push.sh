@@ -50,16 +50,16 @@ bytes=$(stat -c %s "$WORK/repo/big.bin")
 rate_bps=$(lab_rate_bps "$RATE")
 echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
 fail=0
+as=()
+if [ -n "${LISTEN_USER:-}" ]; then
+  chmod 755 "$WORK"
+  as=(setpriv --reuid="$LISTEN_USER" --regid="$(id -g "$LISTEN_USER")" --clear-groups)
+fi
 for run in $(seq 1 "$RUNS"); do
   pids=()
   for c in $(seq 1 "$n"); do
     rm -rf "$WORK/out$c"
-    as=()
-    if [ -n "${LISTEN_USER:-}" ]; then
-      install -d -o "$LISTEN_USER" "$WORK/out$c"
-      chmod 755 "$WORK"
-      as=(setpriv --reuid="$LISTEN_USER" --regid="$(id -g "$LISTEN_USER")" --clear-groups)
-    fi
+    if [ -n "${LISTEN_USER:-}" ]; then install -d -o "$LISTEN_USER" "$WORK/out$c"; fi
     ( bash "$LAB" --name "$NAME" exec "c$c" -- "${as[@]}" "$BIN" listen --trust "$KEY" --interface eth0 \
         --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log"
       echo $? > "$WORK/c$c.rc" ) &

@@ -298,7 +298,6 @@ fn join_ssm_v6(
     source: &Ipv6Addr,
     index: u32,
 ) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     fn storage(ip: &Ipv6Addr) -> libc::sockaddr_storage {
         // SAFETY: sockaddr_storage is plain old data; all zeroes is valid.
         let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
@@ -326,15 +325,32 @@ fn join_ssm_v6(
         gsr_group: storage(group),
         gsr_source: storage(source),
     };
-    // SAFETY: `req` is a valid group_source_req that outlives the call, and
-    // the length passed is its size.
+    set_option(
+        sock,
+        libc::IPPROTO_IPV6,
+        libc::MCAST_JOIN_SOURCE_GROUP,
+        &req,
+    )
+}
+
+/// `setsockopt(level, name)` to `value`, for the options socket2 does not
+/// offer.
+fn set_option<T: Copy>(
+    sock: &Socket,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: &T,
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the fd is open for the call; `value` is a T that outlives
+    // it, and the length passed is its size.
     let rc = unsafe {
         libc::setsockopt(
             sock.as_raw_fd(),
-            libc::IPPROTO_IPV6,
-            libc::MCAST_JOIN_SOURCE_GROUP,
-            (&req as *const libc::group_source_req).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::group_source_req>() as libc::socklen_t,
+            level,
+            name,
+            (value as *const T).cast::<libc::c_void>(),
+            std::mem::size_of::<T>() as libc::socklen_t,
         )
     };
     if rc == 0 {
@@ -348,20 +364,8 @@ fn join_ssm_v6(
 /// process may (`SO_RCVBUFFORCE`, which needs `CAP_NET_ADMIN`), else up to
 /// it. Neither failing stops the receiver: it runs with what it has.
 fn ask_recv_buffer(sock: &Socket, bytes: usize) {
-    use std::os::fd::AsRawFd;
     let v = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
-    // SAFETY: the fd is open for the call; the value is a c_int that
-    // outlives it, and the length passed is its size.
-    let rc = unsafe {
-        libc::setsockopt(
-            sock.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_RCVBUFFORCE,
-            (&v as *const libc::c_int).cast::<libc::c_void>(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
+    if set_option(sock, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &v).is_err() {
         let _ = sock.set_recv_buffer_size(bytes);
     }
 }

@@ -16,7 +16,7 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats}
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::loss::{LossModel, LossSpec};
-use repocast_core::server::{ServerConfig, ServerError};
+use repocast_core::server::ServerError;
 use repocast_core::wire::FecParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -78,8 +78,6 @@ impl Host {
 pub struct PushLan {
     push: PushEndpoint,
     source: MemorySource,
-    /// The pusher's settings, for the FEC parameters of replaced files.
-    server: ServerConfig,
     hosts: Vec<Host>,
     now: Instant,
     injected: Vec<(Instant, Channel, Vec<u8>)>,
@@ -112,13 +110,11 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<Self, ServerError> {
-        let server = cfg.server.clone();
-        let (items, source) = push_items(files, |size| server.item_fec(size))?;
+        let (items, source) = push_items(files, |size| cfg.server.item_fec(size))?;
         let push = PushEndpoint::new(Instant::ZERO, cfg, identity, version, items)?;
         Ok(PushLan {
             push,
             source,
-            server,
             hosts: Vec::new(),
             now: Instant::ZERO,
             injected: Vec::new(),
@@ -165,7 +161,7 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<(), ServerError> {
-        let (items, source) = push_items(files, |size| self.server.item_fec(size))?;
+        let (items, source) = push_items(files, |size| self.push.config().server.item_fec(size))?;
         self.source = source;
         self.push.replace(self.now, version, items)
     }

@@ -245,6 +245,15 @@ impl PushEndpoint {
         Ok(())
     }
 
+    /// The settings it runs (the server's session is the current
+    /// version's; the FEC parameters are what the next file set is hashed
+    /// and announced with: [`ServerConfig::item_fec`]).
+    ///
+    /// [`ServerConfig::item_fec`]: crate::server::ServerConfig::item_fec
+    pub fn config(&self) -> &PushConfig {
+        &self.cfg
+    }
+
     /// The file set on air.
     pub fn items(&self) -> &[PushItem] {
         &self.current

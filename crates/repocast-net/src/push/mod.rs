@@ -209,8 +209,6 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         data,
         announce,
         opts,
-        fec,
-        growth,
         shared: shared.clone(),
         start,
         spool_errors: 0,
@@ -232,9 +230,6 @@ struct Pump {
     data: tokio::net::UdpSocket,
     announce: tokio::net::UdpSocket,
     opts: PushOptions,
-    fec: FecParams,
-    /// Larger blocks for large files (`None` when `--block-symbols` is set).
-    growth: Option<BlockGrowth>,
     shared: Shared,
     start: std::time::Instant,
     /// Spool failures already logged.
@@ -292,7 +287,10 @@ impl Pump {
 
     /// Rescans the folder; a changed file set becomes a new version.
     async fn rescan(&mut self) {
-        let (o, fec, growth) = (self.opts.clone(), self.fec, self.growth);
+        // The FEC parameters the pusher started with (`--block-symbols`
+        // or growth), from its settings.
+        let server = &self.endpoint.config().server;
+        let (o, fec, growth) = (self.opts.clone(), server.base_fec(), server.block_growth);
         let s = match tokio::task::spawn_blocking(move || scan(&o, &fec, growth)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return tracing::warn!("rescan: {e}"),
