@@ -46,7 +46,10 @@ UFTP_PORT = 20000
 
 
 def sh(*args, **kw):
-    return subprocess.run(list(args), check=True, capture_output=True, text=True, **kw)
+    r = subprocess.run(list(args), capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"requests.py: `{' '.join(args)}` exited {r.returncode}: {r.stderr.strip()}")
+    return r
 
 
 def lab(name, *args, **kw):

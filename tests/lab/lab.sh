@@ -109,8 +109,15 @@ up() {
 }
 
 down() {
-  local h
-  for h in $(hosts); do ip netns del "$(ns "$h")" 2>/dev/null || true; done
+  local h peer
+  for h in $(hosts); do
+    # The cable goes first: deleting the root side of a veth removes both
+    # ends at once, whereas a deleted namespace releases its links later,
+    # in the kernel's own time, and a quick `up` would find the old name.
+    if [ "$h" = srv ]; then peer="${name}s"; else peer="$name$h"; fi
+    ip link del "$peer" 2>/dev/null || true
+    ip netns del "$(ns "$h")" 2>/dev/null || true
+  done
   ip link del "${name}br" 2>/dev/null || true
 }
 
