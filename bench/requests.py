@@ -9,6 +9,8 @@ each system in one run:
 
   repocast  `repocast serve` with its defaults (or --serve-args); one `repocast get --out DIR
             FILES...` per request, started at its arrival time on its host
+            (the `get`s of a host share its receiver, as `get` does by
+            default; its CPU counts with the receivers')
   http      nginx (Debian) serving the same folder; one `curl` per request
             fetching its files over one connection
   uftp      UFTP 4.10 (Debian): one session per request, `uftp` on the
@@ -30,13 +32,18 @@ system, all runs pooled.
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
         [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
         [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
-        [--out results/requests]
+        [--out results/requests] [--timeline]
+        [--serve-args='--batch-hold 0'] [--get-args=--no-share]
+
+--timeline also writes OUT/<system>[-RUN]-timeline.csv: every 0.5 s the
+server link's rate, the receivers running, the machine's CPU use and, for
+repocast, the server's queue, clients and counters (its /metrics).
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
 (`cargo build --release -p repocast-cli -p repocast-sim --examples`).
 """
-import argparse, os, resource, shutil, subprocess, sys, tempfile, time
+import argparse, ctypes, os, resource, shutil, signal, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -88,6 +95,49 @@ def proc_cpu(pids):
     return total
 
 
+def cpu_busy():
+    """Busy and total jiffies of the whole machine (/proc/stat)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)
+
+
+class Timeline:
+    """Every `step` seconds of a run: the server link's rate, receivers
+    running, the machine's CPU use and, for repocast, the server's own
+    counters (its /metrics). Written as CSV, to see where a run's time
+    went (an idle link while requests wait, a saturated CPU)."""
+
+    FIELDS = ("queue", "clients", "transmissions_total", "report_timeouts_total", "naks_total")
+
+    def __init__(self, path, name, metrics, step=0.5):
+        self.f = open(path, "w")
+        self.f.write("t_s,link_mbit_s,receivers,cpu_busy," + ",".join(self.FIELDS) + "\n")
+        self.name, self.metrics, self.step = name, metrics, step
+        self.next = 0.0
+        self.last = (0.0, tx_bytes(name), cpu_busy())
+
+    def sample(self, now, running):
+        if now < self.next:
+            return
+        self.next = now + self.step
+        t0, b0, (c0, n0) = self.last
+        b, (c, n) = tx_bytes(self.name), cpu_busy()
+        self.last = (now, b, (c, n))
+        got = {}
+        if self.metrics:
+            r = subprocess.run(lab(self.name, "exec", "c1", "--", "curl", "-s", "-m", "0.3", self.metrics),
+                               capture_output=True, text=True)
+            for line in r.stdout.splitlines():
+                k, _, v = line.partition(" ")
+                got[k.removeprefix("repocast_")] = v
+        mbit = (b - b0) * 8 / max(now - t0, 1e-3) / 1e6
+        self.f.write(f"{now:.2f},{mbit:.1f},{running},{(c - c0) / max(n - n0, 1):.2f},"
+                     + ",".join(got.get(k, "") for k in self.FIELDS) + "\n")
+
+    def close(self):
+        self.f.close()
+
+
 def stats(xs):
     if not xs:
         return (0, 0, 0, 0)
@@ -96,7 +146,7 @@ def stats(xs):
     return (sum(s) / len(s), at(0.5), at(0.95), s[-1])
 
 
-def run_system(system, a, name, repo, work, names, requests, rate_bits):
+def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline=None):
     """Starts the server, replays the requests, returns per-request rows."""
     outdir = os.path.join(work, system)
     os.makedirs(outdir)
@@ -119,7 +169,7 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits):
 
         def cmd(k, files):
             return [a.bin, "get", "--server", SRV, *trust, "--interface", "eth0", "--idle-timeout", "600",
-                    "--out", os.path.join(outdir, str(k))] + [names[f] for f in files]
+                    "--out", os.path.join(outdir, str(k)), *a.get_args.split()] + [names[f] for f in files]
     elif system == "http":
         conf = os.path.join(work, "nginx.conf")
         open(conf, "w").write(f"""worker_processes 2;
@@ -162,6 +212,7 @@ daemon off;
         def launch(k, files):
             return (f"c{host_of[k] + 1}", cmd(k, files))
     before = tx_bytes(name)
+    tl = timeline and Timeline(timeline, name, f"http://{SRV}:4703/metrics" if system == "repocast" else None)
     t0 = time.monotonic()
     running, rows = {}, {}
     pending = sorted(requests, key=lambda r: r[2])
@@ -188,11 +239,15 @@ daemon off;
             time.sleep(0.002)
         elif pid:
             early_rx += ru.ru_utime + ru.ru_stime  # a receiver that quit early
+        if tl:
+            tl.sample(now, len(running))
         if now > a.limit:
             for p, *_ in running.values():
                 p.kill()
             break
     sent = tx_bytes(name) - before
+    if tl:
+        tl.close()
     if server is None:
         # UFTP: the senders are the server side, the receivers were
         # started before the run and are stopped now.
@@ -206,7 +261,20 @@ daemon off;
             except ChildProcessError:
                 pass
     else:
-        cpu_rx = cpu_req
+        # Receivers: the `get`s, and the hosts' shared receivers they
+        # started (`repocast host-receiver`, ours as a subreaper once their
+        # `get` exits): those that stopped during the run (early_rx) and
+        # those still up now.
+        cpu_rx = cpu_req + early_rx
+        left = subprocess.run(["pgrep", "-f", f"{a.bin} host-receiver"], capture_output=True,
+                              text=True).stdout.split()
+        for pid in map(int, left):
+            try:
+                os.kill(pid, signal.SIGTERM)
+                _, _, ru = os.wait4(pid, 0)
+                cpu_rx += ru.ru_utime + ru.ru_stime
+            except (ProcessLookupError, ChildProcessError):
+                pass
         # The server process (lab.sh execs it, so it is the Popen's pid)
         # and, for nginx, its workers.
         kids = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
@@ -286,10 +354,17 @@ def main():
     ap.add_argument("--limit", type=float, default=600.0, help="seconds before a run is cut off")
     ap.add_argument("--target", default=os.path.join(ROOT, "target", "release"))
     ap.add_argument("--serve-args", default="", help="extra flags for `repocast serve`, e.g. '--batch-hold 0'")
+    ap.add_argument("--get-args", default="", help="extra flags for `repocast get`, e.g. '--no-share'")
+    ap.add_argument("--timeline", action="store_true",
+                    help="write SYSTEM[-RUN]-timeline.csv: link rate, receivers, CPU, server counters every 0.5 s")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("requests.py: needs root (network namespaces)")
+    # Orphans come to us (a `get`'s shared receiver outlives it), so their
+    # CPU is counted when they are reaped.
+    PR_SET_CHILD_SUBREAPER = 36
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     a.bin = os.path.join(a.target, "repocast")
     shape = [f"gap={a.gap}", f"files={a.files}", f"sizes={a.sizes}", f"zipf={a.zipf}",
              f"per-request={a.request_files}"]
@@ -316,15 +391,16 @@ def main():
             for system in systems:
                 sh(*lab(name, "up", "--clients", str(a.hosts), "--client-loss", loss_list,
                         "--rate", f"{a.rate:g}mbit"))
+                suffix = f"-{run + 1}" if a.runs > 1 else ""
+                timeline = os.path.join(a.out, f"{system}{suffix}-timeline.csv") if a.timeline else None
                 try:
                     rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
-                                                          requests, a.rate * 1e6)
+                                                          requests, a.rate * 1e6, timeline)
                 finally:
                     subprocess.run(lab(name, "down"), capture_output=True)
                     shutil.rmtree(os.path.join(work, system), ignore_errors=True)
                     if os.path.exists(os.path.join(work, "nginx.conf")):
                         os.remove(os.path.join(work, "nginx.conf"))
-                suffix = f"-{run + 1}" if a.runs > 1 else ""
                 with open(os.path.join(a.out, f"{system}{suffix}.csv"), "w") as f:
                     f.write("request,host,arrival_s,delay_s,ok\n")
                     for k in sorted(rows):
@@ -346,7 +422,8 @@ def main():
     lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "
              f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
              f"{requested / 2**20:.0f} MiB requested; {what}"
-             + (f"; repocast serve {a.serve_args}" if a.serve_args else ""), "",
+             + (f"; repocast serve {a.serve_args}" if a.serve_args else "")
+             + (f"; repocast get {a.get_args}" if a.get_args else ""), "",
              "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers |",
              "|---|---|---|---|---|---|---|---|---|"]
     for system in systems:

@@ -5,6 +5,7 @@ use crate::progress::signing_note;
 use repocast_core::loss::LossSpec;
 use repocast_net::addr;
 use repocast_net::client::{self, GetOptions};
+use repocast_net::host;
 use repocast_net::socket::Interface;
 use repocast_net::tls::{self, Trust};
 use std::path::PathBuf;
@@ -45,8 +46,43 @@ pub struct GetArgs {
     /// Replace existing files that differ from the items.
     #[arg(long)]
     pub overwrite: bool,
+    /// Receive alone, not through the host's shared receiver (the one
+    /// process that receives for every `get` of this user from the same
+    /// server; the first starts it, it stops 10 s after the last).
+    #[arg(long)]
+    pub no_share: bool,
     #[command(flatten)]
     pub trust: TrustArgs,
+}
+
+/// Options of `repocast host-receiver` (started by `get`; not for users).
+#[derive(clap::Args, Debug)]
+pub struct HostArgs {
+    /// The server's request address.
+    #[arg(long)]
+    pub server: std::net::SocketAddr,
+    /// The interface the `get`s join on.
+    #[arg(long)]
+    pub interface: Option<String>,
+    /// Any-source joins.
+    #[arg(long)]
+    pub no_ssm: bool,
+}
+
+/// `repocast host-receiver`: serves this host's `get`s until idle.
+pub async fn host_receiver(a: HostArgs) -> ExitCode {
+    let key = host::HostKey {
+        server: a.server,
+        interface: a.interface,
+        ssm: !a.no_ssm,
+    };
+    match host::run_receiver(key).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("repocast host-receiver: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 /// Which server keys a client accepts.
@@ -147,7 +183,12 @@ pub async fn run(a: GetArgs) -> ExitCode {
         }
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let job = tokio::spawn(client::get(opts, Some(tx)));
+    let exe = std::env::current_exe().ok();
+    let job = if a.no_share {
+        tokio::spawn(client::get(opts, Some(tx)))
+    } else {
+        tokio::spawn(async move { host::get(opts, Some(tx), exe.as_deref()).await })
+    };
     let mut display = Display::new("", true, true);
     while let Some(p) = rx.recv().await {
         display.show(&p);

@@ -50,6 +50,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Run a simulation scenario (a sweep of schemes over a variable).
     Sim(sim::SimArgs),
+    /// The host's shared receiver for `get` (started by `get` itself).
+    #[command(hide = true)]
+    HostReceiver(get::HostArgs),
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
@@ -102,6 +105,7 @@ fn main() -> ExitCode {
             Command::Listen(a) => push::listen(a).await,
             Command::Demo(a) => demo::run(a).await,
             Command::Bench(a) => bench::run(a).await,
+            Command::HostReceiver(a) => get::host_receiver(a).await,
             Command::Sim(_) | Command::Keygen(_) => ExitCode::SUCCESS,
         }
     })

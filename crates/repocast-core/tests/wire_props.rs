@@ -283,6 +283,7 @@ proptest! {
     fn data_round_trips(m in data()) {
         let mut b = Vec::new();
         m.emit(&mut b);
+        prop_assert_eq!(DataRepr::peek_item(&b), Some(m.item));
         prop_assert_eq!(DataRepr::parse(&b), Ok(m));
         mangle(&b, |x| DataRepr::parse(x).is_ok());
     }
@@ -291,6 +292,7 @@ proptest! {
     fn announce_round_trips(m in announce()) {
         let mut b = Vec::new();
         m.emit(&mut b);
+        prop_assert_eq!(DataRepr::peek_item(&b), None);
         prop_assert_eq!(AnnounceRepr::parse(&b), Ok(m));
         mangle(&b, |x| AnnounceRepr::parse(x).is_ok());
     }
@@ -324,6 +326,7 @@ proptest! {
     #[test]
     fn random_bytes_never_panic(b in proptest::collection::vec(any::<u8>(), 0..512)) {
         let _ = DataRepr::parse(&b);
+        let _ = DataRepr::peek_item(&b);
         let _ = AnnounceRepr::parse(&b);
         let _ = ClientMsg::parse(&b);
         let _ = ServerMsg::parse(&b);

@@ -93,7 +93,7 @@ impl GetOptions {
 }
 
 /// How a `get` went.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct GetReport {
     /// Every requested item, verified or failed with a reason.
     pub items: Vec<Outcome>,
@@ -116,6 +116,8 @@ pub struct GetReport {
     /// Signed symbol batches checked and refused, and data packets no
     /// batch vouched for (dropped), when the server signs its symbols.
     pub signing: VerifierStats,
+    /// Received through the host's shared receiver ([`crate::host`]).
+    pub shared: bool,
 }
 
 impl GetReport {
@@ -126,7 +128,10 @@ impl GetReport {
 }
 
 /// Connects and runs the TLS handshake: the stream and the server's key.
-async fn connect(server: SocketAddr, trust: &Trust) -> Result<(ClientStream, PublicKey), NetError> {
+pub(crate) async fn connect(
+    server: SocketAddr,
+    trust: &Trust,
+) -> Result<(ClientStream, PublicKey), NetError> {
     let sock = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(server))
         .await
         .map_err(|_| NetError::ConnectTimeout(server))?
@@ -190,7 +195,8 @@ impl Join<'_> {
     }
 }
 
-async fn readable(g: Option<&LossySocket>) {
+/// Until `g` has a datagram; never, without a socket.
+pub(crate) async fn readable(g: Option<&LossySocket>) {
     match g {
         Some(s) => {
             let _ = s.readable().await;
@@ -310,21 +316,8 @@ pub async fn get(
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
     let (sock, key) = connect(opts.server, &opts.trust).await?;
-    let store = Store::new(&opts.out)?.overwrite(opts.overwrite);
-    let mut client = Profile::Lan.client();
-    client.seed = opts.seed;
-    client.token = opts.token.clone();
-    let want = if opts.all {
-        Want::All
-    } else {
-        Want::Items(opts.items.clone())
-    };
-    let mut cfg = ClientEndpointConfig::new(client, want);
-    cfg.idle_timeout = opts.idle_timeout;
-    cfg.memory_budget = opts.memory_budget;
-    cfg.server_key = Some(key);
     let start = std::time::Instant::now();
-    let mut ep = ClientEndpoint::new(core_now(start), cfg, store);
+    let mut ep = endpoint(&opts, key, core_now(start))?;
     let join = Join {
         interface: &opts.interface,
         ssm: opts.ssm,
@@ -338,8 +331,44 @@ pub async fn get(
             g.data.dropped + g.announce.dropped,
         )
     });
+    Ok(report(&ep, started, received, dropped))
+}
+
+/// The endpoint of one `get`, storing into `opts.out`, that talks to the
+/// server whose key the TLS handshake verified (`key`). The same for a
+/// `get` on its own and one run by the host's shared receiver
+/// ([`crate::host`]).
+pub(crate) fn endpoint(
+    opts: &GetOptions,
+    key: PublicKey,
+    now: repocast_core::Instant,
+) -> Result<ClientEndpoint<Store>, NetError> {
+    let store = Store::new(&opts.out)?.overwrite(opts.overwrite);
+    let mut client = Profile::Lan.client();
+    client.seed = opts.seed;
+    client.token = opts.token.clone();
+    let want = if opts.all {
+        Want::All
+    } else {
+        Want::Items(opts.items.clone())
+    };
+    let mut cfg = ClientEndpointConfig::new(client, want);
+    cfg.idle_timeout = opts.idle_timeout;
+    cfg.memory_budget = opts.memory_budget;
+    cfg.server_key = Some(key);
+    Ok(ClientEndpoint::new(now, cfg, store))
+}
+
+/// A finished endpoint's report: `received` datagrams from the groups,
+/// `dropped` of them by the loss emulation.
+pub(crate) fn report<S: BlockStore>(
+    ep: &ClientEndpoint<S>,
+    started: std::time::Instant,
+    received: u64,
+    dropped: u64,
+) -> GetReport {
     let st = ep.stats();
-    Ok(GetReport {
+    GetReport {
         items: ep.outcomes(),
         elapsed: started.elapsed(),
         stats: ep.client_stats(),
@@ -350,5 +379,6 @@ pub async fn get(
         spilled_blocks: st.spilled_blocks,
         forged: st.forged,
         signing: st.signing,
-    })
+        shared: false,
+    }
 }

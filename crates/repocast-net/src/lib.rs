@@ -14,6 +14,7 @@ pub mod addr;
 pub mod client;
 pub mod error;
 pub mod fault;
+pub mod host;
 pub mod keys;
 pub mod known;
 pub mod listen;

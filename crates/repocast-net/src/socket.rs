@@ -45,6 +45,12 @@ pub struct Interface {
 }
 
 impl Interface {
+    /// The `--interface` text that parses back to this interface (none:
+    /// the kernel chooses).
+    pub fn spec(&self) -> Option<String> {
+        self.name.clone().or(self.v4.map(|a| a.to_string()))
+    }
+
     /// Parses `--interface`: an IPv4 address (`127.0.0.1`) or a name
     /// (`eth0`, looked up in /sys/class/net); `None` lets the kernel choose.
     pub fn parse(spec: Option<&str>) -> Result<Interface, NetError> {

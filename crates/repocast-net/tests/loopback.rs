@@ -127,14 +127,6 @@ async fn a_late_joiner_completes_with_and_without_notify() {
     }
 }
 
-/// The symbol size `serve` picks on loopback: a 1,500-byte IPv4 frame's
-/// (loopback's larger MTU is capped), its packets tagged.
-fn served_symbol_size() -> u64 {
-    let t = repocast_core::profile::Profile::Lan.server().symbol_size;
-    assert_eq!(t, 1420);
-    u64::from(t)
-}
-
 /// The blocks of a `size`-byte item as `serve` lays them out by default.
 fn served_layout(size: u64) -> repocast_core::fec::layout::Layout {
     let code = repocast_core::fec::CodeKind::RaptorQ;

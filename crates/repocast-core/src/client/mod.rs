@@ -97,7 +97,7 @@ pub enum ClientEvent {
 }
 
 /// Counters for metrics and results.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientStats {
     /// Data packets received for items it listens to.
     pub useful: u64,

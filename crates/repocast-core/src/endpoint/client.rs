@@ -129,7 +129,7 @@ pub enum Event {
 }
 
 /// One item's outcome.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Outcome {
     /// Its name.
     pub name: String,

@@ -179,7 +179,7 @@ pub enum Verdict {
 }
 
 /// Counters of the receiver's side.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct VerifierStats {
     /// Batches whose signature checked out.
     pub batches: u64,

@@ -72,6 +72,19 @@ impl DataRepr {
         Some(SessionId(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
     }
 
+    /// The item a data packet carries (after the session and the
+    /// transmission), without parsing the rest: `None` if the datagram is
+    /// not a data packet or too short to name one. A host's shared
+    /// receiver hands a packet only to the requests that want its item.
+    pub fn peek_item(buf: &[u8]) -> Option<ItemId> {
+        if super::kind_of(buf) != Some(kind::DATA) {
+            return None;
+        }
+        let at = super::HEADER_LEN + 8;
+        let b = buf.get(at..at + 4)?;
+        Some(ItemId(u32::from_be_bytes([b[0], b[1], b[2], b[3]])))
+    }
+
     /// Parses a datagram; never panics.
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);

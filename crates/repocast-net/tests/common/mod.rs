@@ -131,3 +131,11 @@ pub async fn eventually(mut f: impl AsyncFnMut() -> bool) {
 pub fn same(a: &Path, b: &Path) -> bool {
     std::fs::read(a).ok() == std::fs::read(b).ok() && std::fs::read(a).is_ok()
 }
+
+/// The symbol size `serve` picks on loopback: a 1,500-byte IPv4 frame's
+/// (loopback's larger MTU is capped), its packets tagged.
+pub fn served_symbol_size() -> u64 {
+    let t = repocast_core::profile::Profile::Lan.server().symbol_size;
+    assert_eq!(t, 1420);
+    u64::from(t)
+}

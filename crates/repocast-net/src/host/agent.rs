@@ -1,0 +1,424 @@
+//! The host's shared receiver (`repocast host-receiver`): one process
+//! that runs the requests of every `get` of a user on this host from one
+//! server, on one pair of multicast sockets (see [`super`]).
+//!
+//! One task (the hub) owns the endpoints and the shared sockets: it feeds
+//! each endpoint what its TLS connection delivers and the datagrams it
+//! wants, wakes it at its deadline, and after every call hands its frames
+//! to its connection's writer and its progress to its `get`. Each `get`
+//! has a task of its own that reads its request, connects to the server
+//! (the same TLS and pinning as a `get` on its own), builds the same
+//! endpoint, and relays what the hub tells it.
+
+use super::msg::{self, Ask, Tell};
+use super::{HostKey, IDLE_EXIT, same_user};
+use crate::client::{self, Groups, Progress, readable};
+use crate::socket::{self, Interface};
+use crate::store::Store;
+use crate::{NetError, core_now};
+use repocast_core::ItemId;
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::client::ClientEndpoint;
+use repocast_core::loss::LossSpec;
+use repocast_core::wire::DataRepr;
+use repocast_core::wire::control::Channels;
+use std::time::Instant as StdInstant;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+
+/// Most datagrams read from one group per wake-up.
+const RECV_BATCH: usize = 512;
+
+/// What the per-`get` tasks tell the hub.
+enum HubMsg {
+    /// A request ready to run.
+    New(Box<Slot>),
+    /// Bytes from a request's TLS connection.
+    Stream(u64, Vec<u8>),
+    /// Its TLS connection closed.
+    Closed(u64),
+    /// Its `get` went away: drop the request.
+    Gone(u64),
+}
+
+/// One `get`'s request.
+struct Slot {
+    id: u64,
+    ep: ClientEndpoint<Store>,
+    started: StdInstant,
+    to_server: UnboundedSender<Vec<u8>>,
+    to_get: UnboundedSender<Tell>,
+    /// On the shared groups (after its welcome).
+    joined: bool,
+    /// The items it wants, sorted (None: every item).
+    want: Option<Vec<ItemId>>,
+    /// Datagrams handed to it.
+    datagrams: u64,
+}
+
+/// A host receiver that holds its name, ready to [`Receiver::run`].
+pub struct Receiver {
+    listener: UnixListener,
+    key: HostKey,
+}
+
+impl Receiver {
+    /// Takes `key`'s name: `None` if another receiver already holds it.
+    /// Needs a tokio runtime.
+    pub fn bind(key: HostKey) -> Result<Option<Receiver>, NetError> {
+        let addr = key
+            .address()
+            .map_err(|e| NetError::socket("host receiver name", e))?;
+        let l = match std::os::unix::net::UnixListener::bind_addr(&addr) {
+            Ok(l) => l,
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(None),
+            Err(e) => return Err(NetError::socket("bind the host receiver socket", e)),
+        };
+        l.set_nonblocking(true)
+            .map_err(|e| NetError::socket("host receiver socket", e))?;
+        let listener =
+            UnixListener::from_std(l).map_err(|e| NetError::socket("host receiver socket", e))?;
+        Ok(Some(Receiver { listener, key }))
+    }
+
+    /// Serves the `get`s that come until none has come for [`IDLE_EXIT`].
+    pub async fn run(self) -> Result<(), NetError> {
+        serve(self.listener, self.key).await
+    }
+}
+
+/// `repocast host-receiver`: serves `key`'s `get`s until none has come
+/// for [`IDLE_EXIT`]; returns at once if another receiver holds the name.
+pub async fn run(key: HostKey) -> Result<(), NetError> {
+    match Receiver::bind(key)? {
+        Some(r) => r.run().await,
+        None => Ok(()),
+    }
+}
+
+async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
+    let interface = Interface::parse(key.interface.as_deref())?;
+    let start = StdInstant::now();
+    let (hub_tx, hub_rx) = unbounded_channel();
+    let accept = async {
+        let mut next_id = 0u64;
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                continue;
+            };
+            if !same_user(&s) {
+                continue;
+            }
+            next_id += 1;
+            tokio::spawn(serve_get(s, next_id, hub_tx.clone(), start));
+        }
+    };
+    tokio::select! {
+        r = hub(hub_rx, &interface, key.ssm, start) => r,
+        () = accept => Ok(()),
+    }
+}
+
+/// One `get`: its request, its connection to the server, its endpoint
+/// handed to the hub, then what the hub tells it relayed until the end.
+async fn serve_get(s: UnixStream, id: u64, hub: UnboundedSender<HubMsg>, start: StdInstant) {
+    let (rd, mut wr) = s.into_split();
+    let mut rd = BufReader::new(rd);
+    let Ok(Some(ask)) = msg::read::<_, Ask>(&mut rd).await else {
+        return;
+    };
+    let opts = match ask.options() {
+        Ok(o) => o,
+        Err(e) => return drop(msg::write(&mut wr, &Tell::Refused(e)).await),
+    };
+    let started = StdInstant::now();
+    let made = match client::connect(opts.server, &opts.trust).await {
+        Ok((tls, key)) => client::endpoint(&opts, key, core_now(start)).map(|ep| (tls, ep)),
+        Err(e) => Err(e),
+    };
+    let (tls, ep) = match made {
+        Ok(m) => m,
+        Err(e) => return drop(msg::write(&mut wr, &Tell::Error(e.to_string())).await),
+    };
+    let (mut tls_rd, mut tls_wr) = tokio::io::split(tls);
+    let (to_server, mut frames) = unbounded_channel::<Vec<u8>>();
+    let (to_get, mut tells) = unbounded_channel();
+    let h = hub.clone();
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match tls_rd.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if h.send(HubMsg::Stream(id, buf[..n].to_vec())).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = h.send(HubMsg::Closed(id));
+    });
+    let h = hub.clone();
+    tokio::spawn(async move {
+        while let Some(f) = frames.recv().await {
+            if tls_wr.write_all(&f).await.is_err() {
+                let _ = h.send(HubMsg::Closed(id));
+                return;
+            }
+        }
+        let _ = tls_wr.shutdown().await;
+    });
+    let slot = Slot {
+        id,
+        ep,
+        started,
+        to_server,
+        to_get,
+        joined: false,
+        want: None,
+        datagrams: 0,
+    };
+    if hub.send(HubMsg::New(Box::new(slot))).is_err() {
+        return;
+    }
+    let mut probe = [0u8; 1];
+    loop {
+        tokio::select! {
+            t = tells.recv() => {
+                let Some(t) = t else { return };
+                let last = matches!(t, Tell::Done(_) | Tell::Refused(_) | Tell::Error(_));
+                if msg::write(&mut wr, &t).await.is_err() || last {
+                    if !last {
+                        let _ = hub.send(HubMsg::Gone(id));
+                    }
+                    return;
+                }
+            }
+            // A `get` says nothing after its request: this is its end.
+            _ = rd.read(&mut probe) => {
+                let _ = hub.send(HubMsg::Gone(id));
+                return;
+            }
+        }
+    }
+}
+
+/// The shared groups and the requests on them.
+struct Hub<'a> {
+    interface: &'a Interface,
+    ssm: bool,
+    start: StdInstant,
+    slots: Vec<Slot>,
+    groups: Option<(Channels, Groups)>,
+    /// The filter on the shared data socket (None: none installed yet).
+    filter: Option<Option<Vec<ItemId>>>,
+}
+
+async fn hub(
+    mut rx: UnboundedReceiver<HubMsg>,
+    interface: &Interface,
+    ssm: bool,
+    start: StdInstant,
+) -> Result<(), NetError> {
+    let mut h = Hub {
+        interface,
+        ssm,
+        start,
+        slots: Vec::new(),
+        groups: None,
+        filter: None,
+    };
+    let mut dgram = vec![0u8; 65536];
+    let mut idle_since = Some(tokio::time::Instant::now());
+    loop {
+        h.service()?;
+        if h.slots.is_empty() {
+            let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
+            if since.elapsed() >= IDLE_EXIT {
+                return Ok(());
+            }
+        } else {
+            idle_since = None;
+        }
+        let deadline = h
+            .slots
+            .iter()
+            .filter_map(|s| crate::sleep_target(s.ep.poll_timeout(), start))
+            .min()
+            .or(idle_since.map(|t| t + IDLE_EXIT));
+        let now = || core_now(start);
+        tokio::select! {
+            m = rx.recv() => match m {
+                None => return Ok(()),
+                Some(HubMsg::New(s)) => h.slots.push(*s),
+                Some(HubMsg::Stream(id, b)) => {
+                    if let Some(s) = h.slot(id) { s.ep.handle_stream(now(), &b) }
+                }
+                Some(HubMsg::Closed(id)) => {
+                    if let Some(s) = h.slot(id) { s.ep.handle_close(now()) }
+                }
+                Some(HubMsg::Gone(id)) => {
+                    h.slots.retain(|s| s.id != id);
+                    h.filter = None;
+                }
+            },
+            _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
+            _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.receive(Channel::Announce, &mut dgram),
+            _ = crate::sleep_until(deadline) => {
+                let t = now();
+                for s in &mut h.slots {
+                    if s.ep.poll_timeout().is_some_and(|d| d <= t) {
+                        s.ep.handle_timeout(t);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Hub<'_> {
+    fn slot(&mut self, id: u64) -> Option<&mut Slot> {
+        self.slots.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Reads a batch from one shared group and hands each datagram to
+    /// the requests that want it.
+    fn receive(&mut self, ch: Channel, dgram: &mut [u8]) {
+        let start = self.start;
+        let Some((_, g)) = self.groups.as_mut() else {
+            return;
+        };
+        let sock = match ch {
+            Channel::Data => &mut g.data,
+            Channel::Announce => &mut g.announce,
+        };
+        for _ in 0..RECV_BATCH {
+            let Some((n, _)) = sock.try_recv(dgram) else {
+                break;
+            };
+            let bytes = &dgram[..n];
+            let item = match ch {
+                Channel::Data => DataRepr::peek_item(bytes),
+                Channel::Announce => None,
+            };
+            let now = core_now(start);
+            for s in self.slots.iter_mut().filter(|s| s.joined) {
+                let wants = match (&s.want, item) {
+                    (Some(w), Some(i)) => w.binary_search(&i).is_ok(),
+                    _ => true,
+                };
+                if wants {
+                    s.datagrams += 1;
+                    s.ep.handle_datagram(now, ch, bytes);
+                }
+            }
+        }
+    }
+
+    /// After any input: every request's frames to its server connection,
+    /// its progress to its `get`, its end; then the shared filter.
+    fn service(&mut self) -> Result<(), NetError> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < self.slots.len() {
+            let mut changed = false;
+            let mut join = None;
+            {
+                let s = &mut self.slots[i];
+                while s.ep.poll_transmit(&mut out) {
+                    if s.to_server.send(std::mem::take(&mut out)).is_err() {
+                        s.ep.handle_close(core_now(self.start));
+                    }
+                }
+                while let Some(ev) = s.ep.poll_event() {
+                    match ev {
+                        Progress::Join(ch) => join = Some(ch),
+                        Progress::Bytes { .. } => {}
+                        _ => changed = true,
+                    }
+                    if let Some(t) = Tell::of_progress(ev) {
+                        let _ = s.to_get.send(t);
+                    }
+                }
+            }
+            if let Some(ch) = join {
+                if let Err(why) = self.join(i, ch) {
+                    let s = self.slots.remove(i);
+                    let _ = s.to_get.send(Tell::Refused(why));
+                    self.filter = None;
+                    continue;
+                }
+                changed = true;
+            }
+            let s = &mut self.slots[i];
+            if changed {
+                let mut want = s.ep.wanted_items();
+                if let Some(w) = want.as_mut() {
+                    w.sort_unstable();
+                }
+                if want != s.want {
+                    s.want = want;
+                    self.filter = None;
+                }
+            }
+            if s.ep.is_finished() {
+                let s = self.slots.remove(i);
+                let mut rep = client::report(&s.ep, s.started, s.datagrams, 0);
+                rep.shared = true;
+                let _ = s.to_get.send(Tell::Done(Box::new(rep)));
+                self.filter = None;
+                continue;
+            }
+            i += 1;
+        }
+        self.refilter()
+    }
+
+    /// Puts request `i` on the groups its welcome names: joins them if
+    /// none are joined (or nobody is on the old ones), refuses if others
+    /// are receiving different ones (the server changed them).
+    fn join(&mut self, i: usize, ch: Channels) -> Result<(), String> {
+        let same = self.groups.as_ref().is_some_and(|(c, _)| *c == ch);
+        if !same {
+            if self.slots.iter().any(|s| s.joined) {
+                return Err("the server's groups differ from those this host is receiving".into());
+            }
+            let (Some(data), Some(announce)) = (ch.data, ch.announce) else {
+                return Err(NetError::NoGroups.to_string());
+            };
+            let src = if self.ssm { ch.source } else { None };
+            let g = Groups::join(&data, &announce, self.interface, src, LossSpec::NONE, 0)
+                .map_err(|e| e.to_string())?;
+            self.groups = Some((ch, g));
+            self.filter = None;
+        }
+        self.slots[i].joined = true;
+        Ok(())
+    }
+
+    /// Keeps the shared data socket's kernel filter to the union of what
+    /// the requests on it want.
+    fn refilter(&mut self) -> Result<(), NetError> {
+        if self.filter.is_some() {
+            return Ok(());
+        }
+        let Some((_, g)) = self.groups.as_ref() else {
+            return Ok(());
+        };
+        let mut union = Some(Vec::new());
+        for s in self.slots.iter().filter(|s| s.joined) {
+            match (&mut union, &s.want) {
+                (Some(u), Some(w)) => u.extend_from_slice(w),
+                _ => union = None,
+            }
+        }
+        if let Some(u) = union.as_mut() {
+            u.sort_unstable();
+            u.dedup();
+        }
+        socket::filter_items(g.data.socket(), union.as_deref())?;
+        self.filter = Some(union);
+        Ok(())
+    }
+}

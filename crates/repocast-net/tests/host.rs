@@ -1,0 +1,118 @@
+//! The host's shared receiver on loopback multicast: `get`s that share it
+//! each get exactly their own items, verified, with only their own items'
+//! packets handed to them; a `get` that goes away leaves the others
+//! receiving; with no receiver a `get` runs on its own.
+
+mod common;
+
+use common::*;
+use repocast_core::loss::LossSpec;
+use repocast_net::client::{GetOptions, GetReport};
+use repocast_net::host::{self, HostKey, agent::Receiver};
+use repocast_net::server::ServerHandle;
+
+fn opts(srv: &ServerHandle, out: &std::path::Path, items: &[&str], seed: u64) -> GetOptions {
+    let mut o = get_opts(srv, out, items, 0.0, seed);
+    o.loss = LossSpec::NONE;
+    o
+}
+
+/// A receiver for `srv`'s `get`s on loopback, serving in the background.
+fn receiver(srv: &ServerHandle) -> tokio::task::JoinHandle<()> {
+    let key = HostKey {
+        server: srv.request_addr,
+        interface: lo().spec(),
+        ssm: true,
+    };
+    let r = Receiver::bind(key).expect("bind").expect("name free");
+    tokio::spawn(async move { r.run().await.expect("receiver") })
+}
+
+async fn shared_get(o: GetOptions) -> GetReport {
+    host::get(o, None, None).await.expect("get")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gets_on_one_host_share_its_receiver_and_each_get_their_own_items() {
+    let files = [
+        ("large.bin", 4_000_000),
+        ("mid.bin", 700_000),
+        ("small.bin", 20_000),
+    ];
+    let repo = seeded_repo(&files, 5);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| o.rate_bps = 60_000_000).await;
+    let r = receiver(&srv);
+    let wants: [&[&str]; 3] = [&["large.bin", "small.bin"], &["mid.bin"], &["large.bin"]];
+    let outs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
+    let gets: Vec<_> = wants
+        .iter()
+        .zip(&outs)
+        .enumerate()
+        .map(|(i, (w, out))| tokio::spawn(shared_get(opts(&srv, out.path(), w, i as u64 + 1))))
+        .collect();
+    let mut reports = Vec::new();
+    for g in gets {
+        reports.push(g.await.expect("join"));
+    }
+    for (i, rep) in reports.iter().enumerate() {
+        assert!(rep.all_ok(), "get {i}: {:?}", rep.items);
+        assert!(rep.shared, "get {i} ran alone");
+        assert_delivered(repo.path(), outs[i].path(), wants[i]);
+        for (name, _) in files.iter().filter(|(n, _)| !wants[i].contains(n)) {
+            assert!(!outs[i].path().join(name).exists(), "get {i} wrote {name}");
+        }
+    }
+    // Each request was handed only what it asked for (and the
+    // announcements): the mid-only `get` did not read the large item.
+    let large_packets = 4_000_000 / served_symbol_size();
+    assert!(reports[0].datagrams >= large_packets);
+    assert!(
+        reports[1].datagrams < large_packets / 2,
+        "the mid-only get was handed {} datagrams; the large item has {large_packets}",
+        reports[1].datagrams
+    );
+    r.abort();
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_that_goes_away_leaves_the_others_receiving() {
+    let repo = seeded_repo(&[("large.bin", 6_000_000), ("small.bin", 30_000)], 6);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| o.rate_bps = 40_000_000).await;
+    let r = receiver(&srv);
+    let (gone, stays) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let o = opts(&srv, gone.path(), &["large.bin"], 1);
+    let first = tokio::spawn(async move { host::get(o, Some(tx), None).await });
+    wait_for_bytes(&mut rx).await;
+    // Killed: its socket to the receiver closes mid-request.
+    first.abort();
+    let rep = shared_get(opts(&srv, stays.path(), &["large.bin", "small.bin"], 2)).await;
+    assert!(rep.all_ok() && rep.shared, "{:?}", rep.items);
+    assert_delivered(repo.path(), stays.path(), &["large.bin", "small.bin"]);
+    r.abort();
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_receiver_a_get_runs_on_its_own() {
+    let repo = seeded_repo(&[("a.bin", 300_000)], 7);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
+    let out = tempfile::tempdir().expect("tmp");
+    // No receiver, and none to start: the same request, alone.
+    let rep = shared_get(opts(&srv, out.path(), &["a.bin"], 1)).await;
+    assert!(rep.all_ok() && !rep.shared, "{:?}", rep.items);
+    assert_delivered(repo.path(), out.path(), &["a.bin"]);
+    // A second receiver for the same key finds the name taken.
+    let _r = receiver(&srv);
+    let key = HostKey {
+        server: srv.request_addr,
+        interface: lo().spec(),
+        ssm: true,
+    };
+    assert!(Receiver::bind(key).expect("bind").is_none());
+    srv.stop().await.expect("stop");
+}
