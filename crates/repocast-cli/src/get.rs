@@ -213,7 +213,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
         .map(|o| o.size)
         .sum();
     println!(
-        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}",
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}",
         rep.items.len(),
         bytes as f64 / (1 << 20) as f64,
         rep.elapsed.as_secs_f64(),
@@ -231,6 +231,11 @@ pub async fn run(a: GetArgs) -> ExitCode {
             String::new()
         },
         signing_note(&rep.signing),
+        if rep.shared {
+            "; through the host's shared receiver"
+        } else {
+            ""
+        },
     );
     for o in &rep.items {
         if let Err(reason) = &o.result {

@@ -105,6 +105,8 @@ async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
         let mut next_id = 0u64;
         loop {
             let Ok((s, _)) = listener.accept().await else {
+                // Out of descriptors, say: not a busy loop.
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
                 continue;
             };
             if !same_user(&s) {
