@@ -55,14 +55,25 @@ enum Command {
     HostReceiver(get::HostArgs),
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            eprintln!("repocast: cannot start the runtime: {e}");
-            ExitCode::FAILURE
-        })
+/// The runtime for `command`: one thread for the host's shared receiver
+/// and a `get` handing its request to it (their work is one task's; a
+/// thread pool would only add wake-ups between threads), a pool for the
+/// rest.
+fn runtime(command: &Command) -> Result<tokio::runtime::Runtime, ExitCode> {
+    let one_thread = match command {
+        Command::HostReceiver(_) => true,
+        Command::Get(a) => !a.no_share && a.emulate_loss.is_none(),
+        _ => false,
+    };
+    let mut b = if one_thread {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    b.enable_all().build().map_err(|e| {
+        eprintln!("repocast: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
 }
 
 fn main() -> ExitCode {
@@ -92,7 +103,7 @@ fn main() -> ExitCode {
             return demo::run_virtual(a);
         }
     }
-    let rt = match runtime() {
+    let rt = match runtime(&command) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
