@@ -10,6 +10,7 @@
 #   SCHEME="FEC(0.01R)+R(0)" RATE=100M SIZE_MIB=32 tests/netlab.sh
 #   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
 #   KEEP=1 tests/netlab.sh          # keep the logs and files
+#   GET_ARGS=--no-share tests/netlab.sh   # more flags for get
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -46,7 +47,7 @@ pids=()
 for c in 1 2 3; do
   ( start=$(date +%s.%N)
     bash "$LAB" --name "$NAME" exec "c$c" -- "$BIN" get --server 10.77.0.1 --trust "$KEY" --interface eth0 \
-      --out "$WORK/out$c" --all > "$WORK/c$c.log" 2>&1
+      --out "$WORK/out$c" --all ${GET_ARGS:-} > "$WORK/c$c.log" 2>&1
     echo $? > "$WORK/c$c.rc"
     end=$(date +%s.%N)
     echo "$start $end" > "$WORK/c$c.time" ) &

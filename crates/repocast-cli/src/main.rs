@@ -56,16 +56,11 @@ enum Command {
 }
 
 /// The runtime for `command`: one thread for the host's shared receiver
-/// and a `get` handing its request to it (their work is one task's; a
-/// thread pool would only add wake-ups between threads), a pool for the
-/// rest.
+/// (its work is one task's; a pool would only add wake-ups between
+/// threads), a pool for the rest (a `get` on one thread finished its
+/// single-file lab runs about 1% later).
 fn runtime(command: &Command) -> Result<tokio::runtime::Runtime, ExitCode> {
-    let one_thread = match command {
-        Command::HostReceiver(_) => true,
-        Command::Get(a) => !a.no_share && a.emulate_loss.is_none(),
-        _ => false,
-    };
-    let mut b = if one_thread {
+    let mut b = if matches!(command, Command::HostReceiver(_)) {
         tokio::runtime::Builder::new_current_thread()
     } else {
         tokio::runtime::Builder::new_multi_thread()
