@@ -29,6 +29,8 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 /// Most datagrams read from one group per wake-up.
 const RECV_BATCH: usize = 512;
+/// How long a connected `get` may take to send its request.
+const ASK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What the per-`get` tasks tell the hub.
 enum HubMsg {
@@ -127,7 +129,9 @@ async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
 async fn serve_get(s: UnixStream, id: u64, hub: UnboundedSender<HubMsg>, start: StdInstant) {
     let (rd, mut wr) = s.into_split();
     let mut rd = BufReader::new(rd);
-    let Ok(Some(ask)) = msg::read::<_, Ask>(&mut rd).await else {
+    // A `get` asks at once; a peer that says nothing is not kept waiting for.
+    let Ok(Ok(Some(ask))) = tokio::time::timeout(ASK_WAIT, msg::read::<_, Ask>(&mut rd)).await
+    else {
         return;
     };
     let opts = match ask.options() {
