@@ -63,6 +63,13 @@ def lab(name, *args, **kw):
     return ["bash", LAB, "--name", name, *args]
 
 
+def in_host(name, host, *argv):
+    """`argv` run in a lab host's namespace: what `lab.sh exec` does (it
+    names them NAME-HOST), without a shell's start-up on the shared CPU for
+    every request and sample. The command keeps the Popen's pid."""
+    return ["ip", "netns", "exec", f"{name}-{host}", *argv]
+
+
 def plan(bin_dir, seed, loss, hosts, rate, duration, shape):
     out = sh(os.path.join(bin_dir, "examples", "requests"), "plan", str(seed), loss,
              str(hosts), str(rate), str(duration), *shape).stdout
@@ -79,7 +86,7 @@ def plan(bin_dir, seed, loss, hosts, rate, duration, shape):
 
 
 def tx_bytes(name):
-    r = sh(*lab(name, "exec", "srv", "--", "cat", "/sys/class/net/eth0/statistics/tx_bytes"))
+    r = sh(*in_host(name, "srv", "cat", "/sys/class/net/eth0/statistics/tx_bytes"))
     return int(r.stdout.strip())
 
 
@@ -125,7 +132,7 @@ class Timeline:
         self.last = (now, b, (c, n))
         got = {}
         if self.metrics:
-            r = subprocess.run(lab(self.name, "exec", "c1", "--", "curl", "-s", "-m", "0.3", self.metrics),
+            r = subprocess.run(in_host(self.name, "c1", "curl", "-s", "-m", "0.3", self.metrics),
                                capture_output=True, text=True)
             for line in r.stdout.splitlines():
                 k, _, v = line.partition(" ")
@@ -157,12 +164,12 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline
         if not os.path.exists(key):
             sh(a.bin, "keygen", "--out", key)
         trust = ["--trust", key + ".pub"]
-        server = subprocess.Popen(lab(name, "exec", "srv", "--", a.bin, "serve", repo, "--key", key,
+        server = subprocess.Popen(in_host(name, "srv", a.bin, "serve", repo, "--key", key,
                                       "--interface", "eth0", "--listen", f"{SRV}:4700",
                                       "--metrics", f"{SRV}:4703", *a.serve_args.split()),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for _ in range(100):
-            if subprocess.run(lab(name, "exec", "c1", "--", a.bin, "ls", "--server", SRV, *trust),
+            if subprocess.run(in_host(name, "c1", a.bin, "ls", "--server", SRV, *trust),
                               capture_output=True).returncode == 0:
                 break
             time.sleep(0.1)
@@ -180,7 +187,7 @@ http {{ access_log off; sendfile on; tcp_nopush on;
   server {{ listen {SRV}:8080; root {repo}; }} }}
 daemon off;
 """)
-        server = subprocess.Popen(lab(name, "exec", "srv", "--", "nginx", "-c", conf),
+        server = subprocess.Popen(in_host(name, "srv", "nginx", "-c", conf),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)
 
@@ -196,7 +203,7 @@ daemon off;
         for k, host, _, _ in requests:
             os.makedirs(os.path.join(outdir, str(k)))
             receivers.append(subprocess.Popen(
-                lab(name, "exec", f"c{host + 1}", "--", "uftpd", "-d", "-q", "-p", str(UFTP_PORT + k),
+                in_host(name, f"c{host + 1}", "uftpd", "-d", "-q", "-p", str(UFTP_PORT + k),
                     "-D", os.path.join(outdir, str(k)), "-I", "eth0"),
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1.0)
@@ -222,9 +229,7 @@ daemon off;
         while pending and pending[0][2] <= now:
             k, host, at, files = pending.pop(0)
             where, argv = launch(k, files)
-            # Straight into the host's namespace (what `lab.sh exec` does,
-            # without a shell's start-up per request on the shared CPU).
-            p = subprocess.Popen(["ip", "netns", "exec", f"{name}-{where}", *argv], cwd=repo,
+            p = subprocess.Popen(in_host(name, where, *argv), cwd=repo,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             running[p.pid] = (p, k, host, at, files, time.monotonic())
         try:
@@ -277,7 +282,7 @@ daemon off;
                 cpu_rx += ru.ru_utime + ru.ru_stime
             except (ProcessLookupError, ChildProcessError):
                 pass
-        # The server process (lab.sh execs it, so it is the Popen's pid)
+        # The server process (`ip netns exec` execs it, so it is the Popen's pid)
         # and, for nginx, its workers.
         kids = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True,
                               text=True).stdout.split()

@@ -17,14 +17,18 @@ fn opts(srv: &ServerHandle, out: &std::path::Path, items: &[&str], seed: u64) ->
     o
 }
 
-/// A receiver for `srv`'s `get`s on loopback, serving in the background.
-fn receiver(srv: &ServerHandle) -> tokio::task::JoinHandle<()> {
-    let key = HostKey {
+/// The receiver name the `get`s of `srv` on loopback look for.
+fn key(srv: &ServerHandle) -> HostKey {
+    HostKey {
         server: srv.request_addr,
         interface: lo().spec(),
         ssm: true,
-    };
-    let r = Receiver::bind(key).expect("bind").expect("name free");
+    }
+}
+
+/// A receiver for `srv`'s `get`s on loopback, serving in the background.
+fn receiver(srv: &ServerHandle) -> tokio::task::JoinHandle<()> {
+    let r = Receiver::bind(key(srv)).expect("bind").expect("name free");
     tokio::spawn(async move { r.run().await.expect("receiver") })
 }
 
@@ -108,11 +112,6 @@ async fn with_no_receiver_a_get_runs_on_its_own() {
     assert_delivered(repo.path(), out.path(), &["a.bin"]);
     // A second receiver for the same key finds the name taken.
     let _r = receiver(&srv);
-    let key = HostKey {
-        server: srv.request_addr,
-        interface: lo().spec(),
-        ssm: true,
-    };
-    assert!(Receiver::bind(key).expect("bind").is_none());
+    assert!(Receiver::bind(key(&srv)).expect("bind").is_none());
     srv.stop().await.expect("stop");
 }

@@ -217,8 +217,11 @@ struct Hub<'a> {
     start: StdInstant,
     slots: Vec<Slot>,
     groups: Option<(Channels, Groups)>,
-    /// The filter on the shared data socket (None: none installed yet).
-    filter: Option<Option<Vec<ItemId>>>,
+    /// What the requests want changed since the filter was last set.
+    stale: bool,
+    /// The item filter on the shared data socket (None: none set on this
+    /// socket yet), so an unchanged union is not set again.
+    installed: Option<Option<Vec<ItemId>>>,
 }
 
 async fn hub(
@@ -233,7 +236,8 @@ async fn hub(
         start,
         slots: Vec::new(),
         groups: None,
-        filter: None,
+        stale: false,
+        installed: None,
     };
     let mut dgram = vec![0u8; 65536];
     let mut idle_since = Some(tokio::time::Instant::now());
@@ -266,7 +270,7 @@ async fn hub(
                 }
                 Some(HubMsg::Gone(id)) => {
                     h.slots.retain(|s| s.id != id);
-                    h.filter = None;
+                    h.stale = true;
                 }
             },
             _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
@@ -352,7 +356,7 @@ impl Hub<'_> {
                 if let Err(why) = self.join(i, ch) {
                     let s = self.slots.remove(i);
                     let _ = s.to_get.send(Tell::Refused(why));
-                    self.filter = None;
+                    self.stale = true;
                     continue;
                 }
                 changed = true;
@@ -365,7 +369,7 @@ impl Hub<'_> {
                 }
                 if want != s.want {
                     s.want = want;
-                    self.filter = None;
+                    self.stale = true;
                 }
             }
             if s.ep.is_finished() {
@@ -373,7 +377,7 @@ impl Hub<'_> {
                 let mut rep = client::report(&s.ep, s.started, s.datagrams, 0);
                 rep.shared = true;
                 let _ = s.to_get.send(Tell::Done(Box::new(rep)));
-                self.filter = None;
+                self.stale = true;
                 continue;
             }
             i += 1;
@@ -397,21 +401,25 @@ impl Hub<'_> {
             let g = Groups::join(&data, &announce, self.interface, src, LossSpec::NONE, 0)
                 .map_err(|e| e.to_string())?;
             self.groups = Some((ch, g));
-            self.filter = None;
+            self.installed = None;
         }
+        // The union now counts this request, whatever it wants (its want
+        // may not have changed since before its welcome).
         self.slots[i].joined = true;
+        self.stale = true;
         Ok(())
     }
 
     /// Keeps the shared data socket's kernel filter to the union of what
     /// the requests on it want.
     fn refilter(&mut self) -> Result<(), NetError> {
-        if self.filter.is_some() {
+        if !self.stale {
             return Ok(());
         }
         let Some((_, g)) = self.groups.as_ref() else {
             return Ok(());
         };
+        self.stale = false;
         let mut union = Some(Vec::new());
         for s in self.slots.iter().filter(|s| s.joined) {
             match (&mut union, &s.want) {
@@ -423,8 +431,10 @@ impl Hub<'_> {
             u.sort_unstable();
             u.dedup();
         }
-        socket::filter_items(g.data.socket(), union.as_deref())?;
-        self.filter = Some(union);
+        if self.installed.as_ref() != Some(&union) {
+            socket::filter_items(g.data.socket(), union.as_deref())?;
+            self.installed = Some(union);
+        }
         Ok(())
     }
 }
