@@ -43,7 +43,7 @@ Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
 (`cargo build --release -p repocast-cli -p repocast-sim --examples`).
 """
-import argparse, ctypes, os, resource, shutil, signal, subprocess, sys, tempfile, time
+import argparse, ctypes, os, re, resource, shutil, signal, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -90,6 +90,16 @@ def tx_bytes(name):
     return int(r.stdout.strip())
 
 
+def qdisc(name):
+    """The server link's queue (its tbf): bytes waiting and packets dropped."""
+    r = sh(*in_host(name, "srv", "tc", "-s", "qdisc", "show", "dev", "eth0"))
+    m = re.search(r"dropped (\d+).*?backlog (\d+)([KMG]?)b", r.stdout, re.S)
+    if not m:
+        return 0, 0
+    scale = {"": 1, "K": 1000, "M": 1000_000, "G": 1000_000_000}[m.group(3)]
+    return int(m.group(2)) * scale, int(m.group(1))
+
+
 def proc_cpu(pids):
     total = 0.0
     tick = os.sysconf("SC_CLK_TCK")
@@ -110,7 +120,8 @@ def cpu_busy():
 
 class Timeline:
     """Every `step` seconds of a run: the server link's rate, receivers
-    running, the machine's CPU use and, for repocast, the server's own
+    running, the server link's queue (tbf backlog, drops), the machine's
+    CPU use and, for repocast, the server's own
     counters (its /metrics). Written as CSV, to see where a run's time
     went (an idle link while requests wait, a saturated CPU)."""
 
@@ -118,7 +129,8 @@ class Timeline:
 
     def __init__(self, path, name, metrics, step=0.5):
         self.f = open(path, "w")
-        self.f.write("t_s,link_mbit_s,receivers,cpu_busy," + ",".join(self.FIELDS) + "\n")
+        self.f.write("t_s,link_mbit_s,queue_kb,queue_drops,receivers,cpu_busy,"
+                     + ",".join(self.FIELDS) + "\n")
         self.name, self.metrics, self.step = name, metrics, step
         self.next = 0.0
         self.last = (0.0, tx_bytes(name), cpu_busy())
@@ -129,6 +141,7 @@ class Timeline:
         self.next = now + self.step
         t0, b0, (c0, n0) = self.last
         b, (c, n) = tx_bytes(self.name), cpu_busy()
+        backlog, drops = qdisc(self.name)
         self.last = (now, b, (c, n))
         got = {}
         if self.metrics:
@@ -138,7 +151,7 @@ class Timeline:
                 k, _, v = line.partition(" ")
                 got[k.removeprefix("repocast_")] = v
         mbit = (b - b0) * 8 / max(now - t0, 1e-3) / 1e6
-        self.f.write(f"{now:.2f},{mbit:.1f},{running},{(c - c0) / max(n - n0, 1):.2f},"
+        self.f.write(f"{now:.2f},{mbit:.1f},{backlog / 1000:.0f},{drops},{running},{(c - c0) / max(n - n0, 1):.2f},"
                      + ",".join(got.get(k, "") for k in self.FIELDS) + "\n")
 
     def close(self):
