@@ -13,7 +13,7 @@
 
 use crate::fault::LossySocket;
 use crate::socket::{self, Interface};
-use crate::store::Store;
+use crate::store::{Source, Store};
 use crate::tls::{self, ClientStream, Trust};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
@@ -317,7 +317,7 @@ pub async fn get(
     let started = std::time::Instant::now();
     let (sock, key) = connect(opts.server, &opts.trust).await?;
     let start = std::time::Instant::now();
-    let mut ep = endpoint(&opts, key, core_now(start))?;
+    let mut ep = endpoint(&opts, key, core_now(start), &[])?;
     let join = Join {
         interface: &opts.interface,
         ssm: opts.ssm,
@@ -337,13 +337,21 @@ pub async fn get(
 /// The endpoint of one `get`, storing into `opts.out`, that talks to the
 /// server whose key the TLS handshake verified (`key`). The same for a
 /// `get` on its own and one run by the host's shared receiver
-/// ([`crate::host`]).
+/// ([`crate::host`]), which first seeds the store with what the other
+/// requests there lend (`lent`; a seed that fails is only not used).
 pub(crate) fn endpoint(
     opts: &GetOptions,
     key: PublicKey,
     now: repocast_core::Instant,
+    lent: &[Source],
 ) -> Result<ClientEndpoint<Store>, NetError> {
-    let store = Store::new(&opts.out)?.overwrite(opts.overwrite);
+    let mut store = Store::new(&opts.out)?.overwrite(opts.overwrite);
+    for src in lent {
+        match store.seed(src) {
+            Ok(n) => tracing::debug!("{}: {n} blocks lent by another request", src.name),
+            Err(e) => tracing::debug!("{}: not lent: {e}", src.name),
+        }
+    }
     let mut client = Profile::Lan.client();
     client.seed = opts.seed;
     client.token = opts.token.clone();

@@ -1,6 +1,7 @@
 //! The host's shared receiver on loopback multicast: `get`s that share it
 //! each get exactly their own items, verified, with only their own items'
-//! packets handed to them; a `get` that goes away leaves the others
+//! packets handed to them; a `get` takes what another one on the host has
+//! already verified of its items; a `get` that goes away leaves the others
 //! receiving; with no receiver a `get` runs on its own.
 
 mod common;
@@ -77,6 +78,62 @@ async fn gets_on_one_host_share_its_receiver_and_each_get_their_own_items() {
     );
     r.abort();
     srv.stop().await.expect("stop");
+}
+
+/// A `get` that starts while another on the host is part-way through an
+/// item it wants takes the blocks verified so far from there: it tells
+/// the server it holds them (a resumed request), so the transmission on
+/// air is not stretched to send it those blocks again, and it is handed
+/// only the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_takes_what_another_on_the_host_has_verified() {
+    let size = 7_000_000;
+    let repo = seeded_repo(&[("large.bin", size)], 8);
+    // Slow enough that the first `get` is still receiving when the
+    // second one starts.
+    let srv = start(repo.path(), "FEC(0)+R(inf)+notify", |o| {
+        o.rate_bps = 20_000_000
+    })
+    .await;
+    let r = receiver(&srv);
+    let (first, second) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let o = opts(&srv, first.path(), &["large.bin"], 1);
+    let a = tokio::spawn(async move { host::get(o, Some(tx), None).await });
+    // Two of its five blocks verified.
+    for _ in 0..2 {
+        wait_for_bytes(&mut rx).await;
+    }
+    let rep = shared_get(opts(&srv, second.path(), &["large.bin"], 2)).await;
+    assert!(rep.all_ok() && rep.shared, "{:?}", rep.items);
+    assert_delivered(repo.path(), second.path(), &["large.bin"]);
+    let blocks = (size as u64).div_ceil(served_symbol_size() * 1000);
+    assert_eq!(blocks, 5);
+    assert!(
+        (2..blocks).contains(&rep.resumed_blocks),
+        "lent {} blocks",
+        rep.resumed_blocks
+    );
+    let packets = size as u64 / served_symbol_size();
+    assert!(
+        rep.datagrams < packets * 4 / 5,
+        "handed {} datagrams; the item is {packets} packets",
+        rep.datagrams
+    );
+    let first_rep = a.await.expect("join").expect("get");
+    assert!(
+        first_rep.all_ok() && first_rep.shared,
+        "{:?}",
+        first_rep.items
+    );
+    assert_eq!(first_rep.resumed_blocks, 0);
+    assert_delivered(repo.path(), first.path(), &["large.bin"]);
+    r.abort();
+    let stats = srv.stop().await.expect("stop");
+    assert_eq!(stats.resumed_requests, 1, "the server was told");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

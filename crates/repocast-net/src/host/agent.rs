@@ -14,7 +14,7 @@ use super::msg::{self, Ask, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};
 use crate::client::{self, Groups, Progress, readable};
 use crate::socket::{self, Interface};
-use crate::store::Store;
+use crate::store::{Source, Store};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
 use repocast_core::endpoint::Channel;
@@ -26,6 +26,7 @@ use std::time::Instant as StdInstant;
 use tokio::io::{AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
+use tokio::sync::oneshot;
 
 /// Most datagrams read from one group per wake-up.
 const RECV_BATCH: usize = 512;
@@ -42,6 +43,9 @@ enum HubMsg {
     Closed(u64),
     /// Its `get` went away: drop the request.
     Gone(u64),
+    /// A request about to start asks what the running ones can lend it
+    /// of these items.
+    Lend(Vec<String>, oneshot::Sender<Vec<Source>>),
 }
 
 /// One `get`'s request.
@@ -140,7 +144,26 @@ async fn serve_get(s: UnixStream, id: u64, hub: UnboundedSender<HubMsg>, start: 
     };
     let started = StdInstant::now();
     let made = match client::connect(opts.server, &opts.trust).await {
-        Ok((tls, key)) => client::endpoint(&opts, key, core_now(start)).map(|ep| (tls, ep)),
+        Ok((tls, key)) => {
+            // What the requests running here have of its items, copied
+            // into its folder (off the hub's thread) before it asks.
+            let (tx, rx) = oneshot::channel();
+            let names = if opts.all {
+                Vec::new()
+            } else {
+                opts.items.clone()
+            };
+            let lent = match hub.send(HubMsg::Lend(names, tx)) {
+                Ok(()) => rx.await.unwrap_or_default(),
+                Err(_) => Vec::new(),
+            };
+            let now = core_now(start);
+            tokio::task::spawn_blocking(move || client::endpoint(&opts, key, now, &lent))
+                .await
+                .map_err(NetError::from)
+                .and_then(|made| made)
+                .map(|ep| (tls, ep))
+        }
         Err(e) => Err(e),
     };
     let (tls, ep) = match made {
@@ -272,6 +295,9 @@ async fn hub(
                     h.slots.retain(|s| s.id != id);
                     h.stale = true;
                 }
+                Some(HubMsg::Lend(names, reply)) => {
+                    let _ = reply.send(h.lend(&names));
+                }
             },
             _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
             _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.receive(Channel::Announce, &mut dgram),
@@ -290,6 +316,19 @@ async fn hub(
 impl Hub<'_> {
     fn slot(&mut self, id: u64) -> Option<&mut Slot> {
         self.slots.iter_mut().find(|s| s.id == id)
+    }
+
+    /// For each of `names`, the most any running request can lend.
+    fn lend(&self, names: &[String]) -> Vec<Source> {
+        names
+            .iter()
+            .filter_map(|n| {
+                self.slots
+                    .iter()
+                    .filter_map(|s| s.ep.store().lend(n))
+                    .max_by_key(|src| src.blocks.len())
+            })
+            .collect()
     }
 
     /// Reads a batch from one shared group and hands each datagram to

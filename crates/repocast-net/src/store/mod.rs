@@ -16,6 +16,9 @@
 //! that differs is replaced only with `overwrite`. Two `get`s into one
 //! folder never share a partial file: each holds an exclusive lock on the
 //! partials it writes, and a second one wanting the same item uses its own.
+//!
+//! Requests run by the host's shared receiver lend each other what they
+//! have verified ([`share`]).
 
 use crate::NetError;
 use crate::repo::STATE_DIR;
@@ -30,6 +33,9 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
+
+pub mod share;
+pub use share::Source;
 
 /// Most path components an item name may have.
 pub const MAX_DEPTH: usize = 64;
@@ -68,6 +74,8 @@ pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, StoreError> {
 }
 
 struct Partial {
+    /// The item's name.
+    name: String,
     /// Held while this process writes the partial (released on drop).
     lock: Option<File>,
     final_path: PathBuf,
@@ -79,6 +87,8 @@ struct Partial {
     size: u64,
     /// The item's blocks (where a spilled block's symbols go).
     layout: Option<Layout>,
+    /// Blocks verified in the partial file (resumed or written).
+    verified: Vec<u32>,
     /// Symbols of partial blocks kept on disk, per block.
     spilled: HashMap<u32, Spilled>,
     /// Symbols that did not fit in their block's place: file, and its
@@ -122,6 +132,9 @@ pub struct Store {
     journals: HashMap<String, Vec<PathBuf>>,
     /// Mode and mtime to give items' files (push mode).
     attrs: HashMap<ItemId, (u32, i64)>,
+    /// Items finished in place, by name: what this store can lend
+    /// ([`Store::lend`]).
+    done: HashMap<String, Source>,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
@@ -142,6 +155,16 @@ fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
 fn name_key(name: &str) -> String {
     hex::encode(&blake3::hash(name.as_bytes()).as_bytes()[..8])
 }
+
+/// The partial files' name of an item's version: keyed by name and
+/// content, so two items with equal bytes never share a temporary file,
+/// and a rerun finds its own journal.
+fn partial_key(name: &str, hash: &[u8; 32], size: u64) -> String {
+    format!("{}-{}-{}", name_key(name), hex::encode(&hash[..8]), size)
+}
+
+/// Other names a partial takes when its own is locked, before giving up.
+const PARTIAL_NAMES: u32 = 64;
 
 /// Bytes at the start of a journal: the item's hash and size.
 const JOURNAL_HEADER: usize = 40;
@@ -191,6 +214,7 @@ impl Store {
             items: HashMap::new(),
             overwrite: false,
             attrs: HashMap::new(),
+            done: HashMap::new(),
         })
     }
 
@@ -267,25 +291,29 @@ impl BlockStore for Store {
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
         let final_path = safe_path(&self.root, &m.name)?;
         check_parents(&self.root, &final_path)?;
-        // Keyed by name and content, so two items with equal bytes never share
-        // a temporary file, and a rerun finds its own journal.
-        let mut key = format!(
-            "{}-{}-{}",
-            name_key(&m.name),
-            hex::encode(&m.hash[..8]),
-            m.size
-        );
-        // The lock file says which process owns this partial: another
-        // `get` into the same folder after the same item gets its own.
+        let mut key = partial_key(&m.name, &m.hash, m.size);
+        // The lock file says who owns this partial: another `get` into the
+        // same folder after the same item (another process, or another
+        // request in the host's shared receiver) gets its own.
         let mut lock = open_lock(&self.partial_dir, &key)?;
         if !try_lock(&lock) {
-            key = format!("{key}-{}", std::process::id());
-            lock = open_lock(&self.partial_dir, &key)?;
-            try_lock(&lock);
+            let base = format!("{key}-{}", std::process::id());
+            for n in 0..PARTIAL_NAMES {
+                key = if n == 0 {
+                    base.clone()
+                } else {
+                    format!("{base}-{n}")
+                };
+                lock = open_lock(&self.partial_dir, &key)?;
+                if try_lock(&lock) {
+                    break;
+                }
+            }
         }
         let tmp = self.partial_dir.join(format!("{key}.part"));
         let journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut p = Partial {
+            name: m.name.clone(),
             lock: Some(lock),
             final_path,
             tmp,
@@ -295,12 +323,15 @@ impl BlockStore for Store {
             hash: m.hash,
             size: m.size,
             layout: None,
+            verified: Vec::new(),
             spilled: HashMap::new(),
             spill: None,
             spill_len: 0,
         };
+        let layout = Layout::new(m.size, &m.fec)?;
         if let Ok(meta) = fs::symlink_metadata(&p.final_path) {
             if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path)? == m.hash {
+                p.layout = Some(layout);
                 self.items.insert(m.item, p);
                 return Ok(Resume::Complete);
             }
@@ -310,7 +341,6 @@ impl BlockStore for Store {
                 });
             }
         }
-        let layout = Layout::new(m.size, &m.fec)?;
         let mut have = Vec::new();
         if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
             let mut buf = Vec::new();
@@ -357,6 +387,7 @@ impl BlockStore for Store {
         p.file = Some(file);
         p.journal = Some(journal);
         p.layout = Some(layout);
+        p.verified.clone_from(&have);
         self.items.insert(m.item, p);
         Ok(Resume::Blocks(have))
     }
@@ -380,7 +411,9 @@ impl BlockStore for Store {
             .map_err(|e| StoreError::io(&p.tmp, e))?;
         start_writeback(f, offset, data.len() as u64);
         j.write_all(&block.to_le_bytes())
-            .map_err(|e| StoreError::io(&p.journal_path, e))
+            .map_err(|e| StoreError::io(&p.journal_path, e))?;
+        p.verified.push(block);
+        Ok(())
     }
 
     /// Keeps the symbols of a partially received block on disk: in the
@@ -530,11 +563,13 @@ impl BlockStore for Store {
             .items
             .remove(&item)
             .ok_or(StoreError::NotOpen("finish"))?;
+        let lent = Source::finished(&p);
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
         }
         if p.file.is_none() {
             let _ = fs::remove_file(p.tmp.with_extension("lock"));
+            self.keep_lent(lent);
             return Ok(true); // the final file was already there and verified
         }
         drop(p.journal);
@@ -565,6 +600,7 @@ impl BlockStore for Store {
         let _ = fs::remove_file(&p.journal_path);
         let _ = fs::remove_file(p.tmp.with_extension("lock"));
         drop(p.lock);
+        self.keep_lent(lent);
         Ok(true)
     }
 }
