@@ -151,6 +151,7 @@ pub fn run_virtual(a: &DemoArgs) -> ExitCode {
             loss: LossSpec::Bernoulli { p },
             join_at: Instant::ZERO,
             crash_at: None,
+            host: None,
         });
     }
     lan.run(Instant::from_micros(3_600_000_000));

@@ -1,7 +1,10 @@
 //! Issue 12's request workload replayed through the real endpoints
 //! (`Profile::Lan`, what `serve` and `get` run) on the virtual LAN, one
-//! receiver per request as one `repocast get` per request, beside the two
-//! fluid references. Deterministic: same arguments, same numbers.
+//! endpoint per request as one `repocast get` per request, the requests of
+//! a host sharing its receiver as `get`s do (one loss draw per packet per
+//! host, and a request takes what the running ones there have verified of
+//! its items), beside the two fluid references. Deterministic: same
+//! arguments, same numbers.
 //!
 //!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S] [KEY=VALUE...]
 //!
@@ -12,7 +15,8 @@
 //! --batch-hold`; 0: off), `after=MS`: its gate (`--batch-hold-after`),
 //! and `idle=1`: it may idle the link (`--batch-hold-idle`), `scheme=`:
 //! the reliability scheme (`serve --scheme`, e.g. `FEC(0)+R(inf)`); as shipped
-//! unless given.
+//! unless given; `shared=0`: every request receives alone (`get
+//! --no-share`), with its own loss draws.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -77,12 +81,14 @@ fn main() {
         return;
     };
     let loss_of = |h: usize| losses.get(h % losses.len().max(1)).copied().unwrap_or(0.0);
+    let shared = !args.iter().any(|a| a == "shared=0");
     for r in &w.requests {
         lan.add_client(LanClient {
             want: Want::Items(r.files.iter().map(|&f| files[f].0.clone()).collect()),
             loss: LossSpec::Bernoulli { p: loss_of(r.host) },
             join_at: Instant::from_micros((r.at_s * 1e6) as u64),
             crash_at: None,
+            host: shared.then_some(r.host),
         });
     }
     let t0 = std::time::Instant::now();

@@ -47,6 +47,12 @@ pub struct LanClient {
     pub join_at: Instant,
     /// When it is killed (it restarts at once with what its store holds).
     pub crash_at: Option<Instant>,
+    /// The host it runs on, if it shares one with others (None: a host of
+    /// its own). Requests on one host share its receiver, as `get`s do
+    /// (`repocast_net::host`): one loss draw per packet for the host (the
+    /// first request's loss), and a request starting there takes what the
+    /// running ones have verified of its items.
+    pub host: Option<usize>,
 }
 
 /// One receiver's outcome.
@@ -122,6 +128,8 @@ pub struct VirtualLan {
     /// One-way delay of the request connection.
     pub control_delay: Duration,
     server_loss: LossModel,
+    /// Each shared host's link loss.
+    host_loss: BTreeMap<usize, LossModel>,
     profile: Profile,
     seed: u64,
     /// Idle timeout the receivers run with.
@@ -179,6 +187,7 @@ impl VirtualLan {
             seq: 0,
             control_delay: Duration::from_micros(100),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
+            host_loss: BTreeMap::new(),
             profile,
             seed,
             idle_timeout: Duration::from_secs(60),
@@ -231,6 +240,12 @@ impl VirtualLan {
     pub fn add_client(&mut self, spec: LanClient) -> usize {
         let i = self.nodes.len();
         let seed = self.seed.wrapping_mul(31).wrapping_add(i as u64 + 1);
+        if let Some(h) = spec.host {
+            let host_seed = self.seed.wrapping_mul(37).wrapping_add(h as u64) ^ 0x4057;
+            (self.host_loss)
+                .entry(h)
+                .or_insert_with(|| LossModel::new(spec.loss, host_seed));
+        }
         self.schedule(spec.join_at, Ev::Start(i));
         if let Some(t) = spec.crash_at {
             self.schedule(t, Ev::Crash(i));
@@ -274,6 +289,29 @@ impl VirtualLan {
         self.by_conn.insert(conn, i);
     }
 
+    /// A store for request `i` holding what the running requests on its
+    /// host can lend of its items (the most blocks, per item).
+    fn lent_to(&self, i: usize) -> MemoryStore {
+        let mut store = MemoryStore::default();
+        let spec = &self.nodes[i].spec;
+        let (Some(h), Want::Items(names)) = (spec.host, &spec.want) else {
+            return store;
+        };
+        let siblings: Vec<&ClientEndpoint<MemoryStore>> = (self.nodes.iter().enumerate())
+            .filter(|(j, n)| *j != i && n.spec.host == Some(h) && n.done_at.is_none())
+            .filter_map(|(_, n)| n.ep.as_ref())
+            .collect();
+        for name in names {
+            let best = (siblings.iter())
+                .filter_map(|ep| ep.store().lend(name))
+                .max_by_key(|l| l.written.iter().filter(|&&w| w).count());
+            if let Some(l) = best {
+                store.seed(l);
+            }
+        }
+        store
+    }
+
     fn crash(&mut self, i: usize) {
         let n = &mut self.nodes[i];
         let Some(ep) = n.ep.take().filter(|_| n.done_at.is_none()) else {
@@ -307,7 +345,10 @@ impl VirtualLan {
             };
             let now = self.now;
             match ev {
-                Ev::Start(i) => self.start(i, MemoryStore::default()),
+                Ev::Start(i) => {
+                    let store = self.lent_to(i);
+                    self.start(i, store);
+                }
                 Ev::Crash(i) => self.crash(i),
                 Ev::ToServer(i, bytes) => {
                     if let Some(c) = self.nodes[i].conn {
@@ -370,13 +411,21 @@ impl VirtualLan {
                     if self.server_loss.lose() {
                         continue;
                     }
+                    // A shared host loses a packet for all its requests.
+                    let mut host_lost = BTreeMap::new();
                     for n in &mut self.nodes {
                         let listening = n.joined && n.done_at.is_none();
                         let Some(ep) = n.ep.as_mut().filter(|_| listening) else {
                             continue;
                         };
                         n.offered += 1;
-                        if !n.loss.lose() {
+                        let lost = match n.spec.host {
+                            Some(h) => *host_lost.entry(h).or_insert_with(|| {
+                                self.host_loss.get_mut(&h).is_some_and(|l| l.lose())
+                            }),
+                            None => n.loss.lose(),
+                        };
+                        if !lost {
                             ep.handle_datagram(now, ch, &buf);
                         }
                     }

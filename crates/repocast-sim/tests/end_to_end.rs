@@ -94,6 +94,7 @@ fn run_all_verified(scheme: &str, code: CodeKind) -> VirtualLan {
             loss: *loss,
             join_at: Instant::from_millis(i as u64 * 3),
             crash_at: None,
+            host: None,
         });
     }
     let done = h.run(Instant::from_millis(3_600_000));
@@ -203,6 +204,7 @@ fn arm_grows_the_transmission_to_what_the_worst_receiver_needs() {
             },
             join_at: Instant::ZERO,
             crash_at: None,
+            host: None,
         });
     }
     assert!(h.run(Instant::from_millis(600_000)));

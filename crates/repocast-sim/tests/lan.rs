@@ -90,6 +90,7 @@ fn client(want: Want, loss: f64, join_ms: u64) -> LanClient {
         loss: LossSpec::Bernoulli { p: loss },
         join_at: Instant::from_micros(join_ms * 1000),
         crash_at: None,
+        host: None,
     }
 }
 
@@ -170,6 +171,49 @@ fn a_late_joiner_catches_the_transmission_on_air() {
     assert_verified(&h, &data, s);
     let st = h.server().server().stats();
     assert_eq!(st.transmissions - st.repair_transmissions, 1, "{st:?}");
+}
+
+/// Requests on one host share its receiver: one that starts part-way
+/// through another's item takes the blocks verified so far and decodes
+/// only the rest; the server is told (a resumed request) and sends the
+/// item once. Alone (hosts of their own), the late one decodes it all.
+#[test]
+fn a_request_takes_the_blocks_another_on_its_host_has_verified() {
+    let s = seed();
+    let data = items(s);
+    let t = Profile::Lan.server().symbol_size as usize;
+    let blocks = data[5].1.len().div_ceil(t).div_ceil(64) as u64;
+    let run = |host: Option<usize>| {
+        let mut h = lan(s, &data);
+        for join_ms in [0, 300] {
+            let mut c = client(names(&[5]), 0.05, join_ms);
+            c.host = host;
+            h.add_client(c);
+        }
+        assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+        assert_verified(&h, &data, s);
+        let late = h.reports()[1].clone();
+        (late, h.server().server().stats())
+    };
+    let (late, st) = run(Some(0));
+    let (resumed, written) = (late.stats.resumed_blocks, late.blocks_written);
+    assert!(
+        resumed > 0 && resumed < blocks,
+        "seed {s}: lent {resumed} of {blocks}"
+    );
+    assert_eq!(written + resumed, blocks, "seed {s}");
+    assert_eq!(st.resumed_requests, 1, "seed {s}: {st:?}");
+    assert_eq!(st.transmissions - st.repair_transmissions, 1, "{st:?}");
+    let (alone, st) = run(None);
+    assert_eq!(alone.stats.resumed_blocks, 0);
+    assert_eq!(alone.blocks_written, blocks);
+    assert_eq!(st.resumed_requests, 0);
+    assert!(
+        late.client.useful < alone.client.useful,
+        "seed {s}: {:?} against {:?}",
+        late.client,
+        alone.client
+    );
 }
 
 #[test]
@@ -287,6 +331,7 @@ fn workload(
             loss: LossSpec::Bernoulli { p: 0.05 },
             join_at: Instant::from_micros((q.at_s * 1e6) as u64),
             crash_at: None,
+            host: None,
         });
     }
     (h, w, data)

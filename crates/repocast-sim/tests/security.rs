@@ -78,6 +78,7 @@ fn lan_with(seed: u64, data: &[(String, Vec<u8>)], encrypt: bool) -> VirtualLan 
             loss: LossSpec::Bernoulli { p: loss },
             join_at: Instant::from_micros(k as u64 * 3_000),
             crash_at: None,
+            host: None,
         });
     }
     h
@@ -352,6 +353,7 @@ fn a_key_rotation_mid_run_loses_no_packet_and_shuts_out_the_old_key() {
             loss: LossSpec::Bernoulli { p: 0.05 },
             join_at: at,
             crash_at: None,
+            host: None,
         });
     }
     h.tap_data(usize::MAX);
@@ -411,6 +413,7 @@ fn signed_symbols_keep_an_insiders_pollution_from_every_decoder() {
                 loss: LossSpec::Bernoulli { p: loss },
                 join_at: Instant::from_micros(k as u64 * 3_000),
                 crash_at: None,
+                host: None,
             });
         }
         if pollute {

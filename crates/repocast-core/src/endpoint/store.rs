@@ -128,12 +128,27 @@ pub trait BlockStore {
     fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError>;
 }
 
+/// One store's verified blocks of an item, lent to another
+/// ([`MemoryStore::lend`]).
+#[derive(Debug, Clone)]
+pub struct Lent {
+    /// The item's manifest.
+    pub entry: ManifestEntry,
+    /// Its bytes (the blocks not in are zeros).
+    pub bytes: Vec<u8>,
+    /// Which blocks are in.
+    pub written: Vec<bool>,
+}
+
 /// Items kept in memory: what tests and the simulator's payload runs use.
 /// Finished items stay readable through [`MemoryStore::file`].
 #[derive(Debug, Default)]
 pub struct MemoryStore {
     open: FastMap<ItemId, (ManifestEntry, Vec<u8>, Vec<bool>)>,
     done: BTreeMap<String, Vec<u8>>,
+    /// Finished items' manifests, by name (what [`MemoryStore::lend`]
+    /// lends with them).
+    finished: BTreeMap<String, ManifestEntry>,
     spilled: FastMap<(ItemId, u32), Symbols>,
     /// Blocks written so far (a test's measure of resume).
     pub blocks_written: u64,
@@ -158,6 +173,45 @@ impl MemoryStore {
         })
     }
 
+    /// What this store can lend another of item `name` (the simulator's
+    /// model of the host's shared receiver, whose requests lend each other
+    /// their verified blocks): its manifest, bytes and which blocks are
+    /// in. A finished item whole, an open one if any block is in.
+    pub fn lend(&self, name: &str) -> Option<Lent> {
+        if let (Some(m), Some(b)) = (self.finished.get(name), self.done.get(name)) {
+            let blocks = Layout::new(m.size, &m.fec).map_or(0, |l| l.blocks());
+            return Some(Lent {
+                entry: m.clone(),
+                bytes: b.clone(),
+                written: vec![true; blocks as usize],
+            });
+        }
+        let (m, b, w) = self
+            .open
+            .values()
+            .find(|(m, _, w)| m.name == name && w.iter().any(|&x| x))?;
+        Some(Lent {
+            entry: m.clone(),
+            bytes: b.clone(),
+            written: w.clone(),
+        })
+    }
+
+    /// Takes `lent`'s blocks as written (before the endpoint is made, so
+    /// its `Have` names them); an item already open here is left as it is.
+    pub fn seed(&mut self, lent: Lent) {
+        if self.done.contains_key(&lent.entry.name)
+            || self
+                .open
+                .values()
+                .any(|(m, _, _)| m.name == lent.entry.name)
+        {
+            return;
+        }
+        self.open
+            .insert(lent.entry.item, (lent.entry, lent.bytes, lent.written));
+    }
+
     /// Moves the partial items of `self` into a fresh store, as a restarted
     /// client finds them in its journal (spilled symbols are lost, as they
     /// would be).
@@ -165,6 +219,7 @@ impl MemoryStore {
         MemoryStore {
             open: self.open,
             done: self.done,
+            finished: self.finished,
             ..Default::default()
         }
     }
@@ -236,7 +291,8 @@ impl BlockStore for MemoryStore {
             .ok_or(StoreError::NotOpen("finish"))?;
         let ok = blake3::hash(&bytes).as_bytes() == &m.hash;
         if ok {
-            self.done.insert(m.name, bytes);
+            self.done.insert(m.name.clone(), bytes);
+            self.finished.insert(m.name.clone(), m);
         }
         Ok(ok)
     }
