@@ -213,13 +213,18 @@ pub async fn run(a: GetArgs) -> ExitCode {
         .map(|o| o.size)
         .sum();
     println!(
-        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}",
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}{}",
         rep.items.len(),
         bytes as f64 / (1 << 20) as f64,
         rep.elapsed.as_secs_f64(),
         rep.datagrams,
         rep.stats.naks,
         rep.resumed_blocks,
+        if rep.lent_blocks > 0 {
+            format!(" ({} lent by another get on this host)", rep.lent_blocks)
+        } else {
+            String::new()
+        },
         if rep.emulated_losses > 0 {
             format!(", {} dropped by --emulate-loss", rep.emulated_losses)
         } else {

@@ -67,7 +67,7 @@ impl Display {
                     self.bars.insert(*item, b);
                 } else if *resumed > 0 && self.lines {
                     eprintln!(
-                        "{}{name}: resuming, {resumed} of {size} bytes already verified",
+                        "{}{name}: {resumed} of {size} bytes already verified here",
                         self.prefix
                     );
                 }

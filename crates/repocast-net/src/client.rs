@@ -107,8 +107,13 @@ pub struct GetReport {
     pub emulated_losses: u64,
     /// Datagrams that did not parse or belong to another session.
     pub malformed: u64,
-    /// Blocks taken from a previous run's journal.
+    /// Blocks already verified when their items opened: from a previous
+    /// run's journal, or lent by another request on the host.
     pub resumed_blocks: u64,
+    /// Of those, blocks lent by another request on the host
+    /// ([`crate::store::share`]).
+    #[serde(default)]
+    pub lent_blocks: u64,
     /// Partial blocks moved to disk to stay within the memory budget.
     pub spilled_blocks: u64,
     /// Datagrams with a missing or wrong tag or signature (dropped).
@@ -384,6 +389,7 @@ pub(crate) fn report<S: BlockStore>(
         emulated_losses: dropped,
         malformed: st.malformed,
         resumed_blocks: st.resumed_blocks,
+        lent_blocks: 0,
         spilled_blocks: st.spilled_blocks,
         forged: st.forged,
         signing: st.signing,

@@ -117,6 +117,7 @@ async fn a_get_takes_what_another_on_the_host_has_verified() {
         "lent {} blocks",
         rep.resumed_blocks
     );
+    assert_eq!(rep.lent_blocks, rep.resumed_blocks, "all of them lent");
     let packets = size as u64 / served_symbol_size();
     assert!(
         rep.datagrams < packets * 4 / 5,
@@ -129,7 +130,7 @@ async fn a_get_takes_what_another_on_the_host_has_verified() {
         "{:?}",
         first_rep.items
     );
-    assert_eq!(first_rep.resumed_blocks, 0);
+    assert_eq!((first_rep.resumed_blocks, first_rep.lent_blocks), (0, 0));
     assert_delivered(repo.path(), first.path(), &["large.bin"]);
     r.abort();
     let stats = srv.stop().await.expect("stop");

@@ -415,6 +415,7 @@ impl Hub<'_> {
                 let s = self.slots.remove(i);
                 let mut rep = client::report(&s.ep, s.started, s.datagrams, 0);
                 rep.shared = true;
+                rep.lent_blocks = s.ep.store().lent_blocks();
                 let _ = s.to_get.send(Tell::Done(Box::new(rep)));
                 self.stale = true;
                 continue;

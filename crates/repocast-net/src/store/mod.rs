@@ -135,6 +135,11 @@ pub struct Store {
     /// Items finished in place, by name: what this store can lend
     /// ([`Store::lend`]).
     done: HashMap<String, Source>,
+    /// Blocks seeded from another request, by the journal naming them
+    /// ([`Store::seed`]), until their item opens.
+    seeded: HashMap<PathBuf, Vec<u32>>,
+    /// Seeded blocks that verified when their item opened.
+    lent: u64,
 }
 
 fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
@@ -215,6 +220,8 @@ impl Store {
             overwrite: false,
             attrs: HashMap::new(),
             done: HashMap::new(),
+            seeded: HashMap::new(),
+            lent: 0,
         })
     }
 
@@ -359,6 +366,9 @@ impl BlockStore for Store {
                     have.push(b);
                 }
             }
+        }
+        if let Some(seeded) = self.seeded.remove(&p.journal_path) {
+            self.lent += have.iter().filter(|b| seeded.contains(b)).count() as u64;
         }
         if have.is_empty() {
             let _ = fs::remove_file(&p.journal_path);

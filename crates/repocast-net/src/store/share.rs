@@ -140,7 +140,7 @@ impl Store {
                 .map_err(|e| StoreError::io(&journal_path, e))?;
         }
         let mut buf = Vec::new();
-        let mut added = 0;
+        let mut added = Vec::new();
         for &b in src.blocks.iter().filter(|b| !listed.contains(b)) {
             if b >= src.layout.blocks() {
                 continue;
@@ -154,12 +154,23 @@ impl Store {
             journal
                 .write_all(&b.to_le_bytes())
                 .map_err(|e| StoreError::io(&journal_path, e))?;
-            added += 1;
+            added.push(b);
         }
+        let n = added.len();
+        self.seeded
+            .entry(journal_path.clone())
+            .or_default()
+            .extend(added);
         let known = self.journals.entry(super::name_key(&src.name)).or_default();
         known.retain(|p| *p != journal_path);
         known.insert(0, journal_path);
-        Ok(added)
+        Ok(n)
+    }
+
+    /// Blocks lent by other requests ([`Store::seed`]) that verified when
+    /// their items opened.
+    pub fn lent_blocks(&self) -> u64 {
+        self.lent
     }
 }
 
@@ -228,6 +239,7 @@ mod tests {
         let held = b.held("d/f").expect("held");
         assert_eq!((held.hash, held.blocks), (m.hash, vec![1]));
         assert!(matches!(b.open(&m), Ok(Resume::Blocks(bs)) if bs == vec![1]));
+        assert_eq!(b.lent_blocks(), 1);
         write(&mut b, &data, &layout, 0);
         assert!(b.finish(ItemId(1)).expect("finish"), "verified");
         assert_eq!(fs::read(b_dir.path().join("d/f")).expect("file"), data);
@@ -267,6 +279,7 @@ mod tests {
         let mut b = Store::new(b_dir.path()).expect("store");
         assert_eq!(b.seed(&src).expect("seeded"), 2);
         assert!(matches!(b.open(&m), Ok(Resume::Blocks(bs)) if bs == vec![1]));
+        assert_eq!(b.lent_blocks(), 1, "only the block that verified");
 
         let gone = Source {
             path: a_dir.path().join("no such file"),
