@@ -303,8 +303,9 @@ impl VirtualLan {
             .collect();
         for name in names {
             let best = (siblings.iter())
-                .filter_map(|ep| ep.store().lend(name))
-                .max_by_key(|l| l.written.iter().filter(|&&w| w).count());
+                .map(|ep| ep.store())
+                .max_by_key(|s| s.lendable(name))
+                .and_then(|s| s.lend(name));
             if let Some(l) = best {
                 store.seed(l);
             }

@@ -197,6 +197,19 @@ impl MemoryStore {
         })
     }
 
+    /// How many blocks of item `name` [`MemoryStore::lend`] would lend
+    /// (without copying them).
+    pub fn lendable(&self, name: &str) -> usize {
+        if let Some(m) = self.finished.get(name) {
+            return Layout::new(m.size, &m.fec).map_or(0, |l| l.blocks() as usize);
+        }
+        (self.open.values())
+            .filter(|(m, _, _)| m.name == name)
+            .map(|(_, _, w)| w.iter().filter(|&&x| x).count())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Takes `lent`'s blocks as written (before the endpoint is made, so
     /// its `Have` names them); an item already open here is left as it is.
     pub fn seed(&mut self, lent: Lent) {

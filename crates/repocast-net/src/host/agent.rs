@@ -7,8 +7,9 @@
 //! wants, wakes it at its deadline, and after every call hands its frames
 //! to its connection's writer and its progress to its `get`. Each `get`
 //! has a task of its own that reads its request, connects to the server
-//! (the same TLS and pinning as a `get` on its own), builds the same
-//! endpoint, and relays what the hub tells it.
+//! (the same TLS and pinning as a `get` on its own), takes copies of what
+//! the running requests have verified of its items (`crate::store::share`),
+//! builds the same endpoint, and relays what the hub tells it.
 
 use super::msg::{self, Ask, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};

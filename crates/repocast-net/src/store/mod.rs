@@ -305,6 +305,7 @@ impl BlockStore for Store {
         let mut lock = open_lock(&self.partial_dir, &key)?;
         if !try_lock(&lock) {
             let base = format!("{key}-{}", std::process::id());
+            let mut locked = false;
             for n in 0..PARTIAL_NAMES {
                 key = if n == 0 {
                     base.clone()
@@ -312,9 +313,17 @@ impl BlockStore for Store {
                     format!("{base}-{n}")
                 };
                 lock = open_lock(&self.partial_dir, &key)?;
-                if try_lock(&lock) {
+                locked = try_lock(&lock);
+                if locked {
                     break;
                 }
+            }
+            if !locked {
+                let busy = std::io::Error::new(
+                    std::io::ErrorKind::WouldBlock,
+                    "too many requests are receiving this item into this folder",
+                );
+                return Err(StoreError::io(&self.partial_dir, busy));
             }
         }
         let tmp = self.partial_dir.join(format!("{key}.part"));
