@@ -255,6 +255,38 @@ fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
+/// Opens (creating) a partial file of `size` bytes, for reading and
+/// writing, keeping what it holds.
+fn open_part(path: &Path, size: u64) -> Result<File, StoreError> {
+    let f = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    f.set_len(size).map_err(|e| StoreError::io(path, e))?;
+    Ok(f)
+}
+
+/// Opens (creating) a journal for appending blocks, starting it with the
+/// item's hash and size unless it has its header already.
+fn open_journal(path: &Path, hash: &[u8; 32], size: u64) -> Result<File, StoreError> {
+    let mut j = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| StoreError::io(path, e))?;
+    if j.metadata().map(|x| x.len()).unwrap_or(0) < JOURNAL_HEADER as u64 {
+        let mut head = hash.to_vec();
+        head.extend_from_slice(&size.to_le_bytes());
+        j.set_len(0)
+            .and_then(|()| j.write_all(&head))
+            .map_err(|e| StoreError::io(path, e))?;
+    }
+    Ok(j)
+}
+
 /// Opens (creating) the lock file of partial `key`.
 fn open_lock(dir: &Path, key: &str) -> Result<File, StoreError> {
     let path = dir.join(format!("{key}.lock"));
@@ -382,27 +414,8 @@ impl BlockStore for Store {
         if have.is_empty() {
             let _ = fs::remove_file(&p.journal_path);
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&p.tmp)
-            .map_err(|e| StoreError::io(&p.tmp, e))?;
-        file.set_len(m.size)
-            .map_err(|e| StoreError::io(&p.tmp, e))?;
-        let mut journal = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p.journal_path)
-            .map_err(|e| StoreError::io(&p.journal_path, e))?;
-        if journal.metadata().map(|x| x.len()).unwrap_or(0) == 0 {
-            let mut head = m.hash.to_vec();
-            head.extend_from_slice(&m.size.to_le_bytes());
-            journal
-                .write_all(&head)
-                .map_err(|e| StoreError::io(&p.journal_path, e))?;
-        }
+        let file = open_part(&p.tmp, m.size)?;
+        let journal = open_journal(&p.journal_path, &m.hash, m.size)?;
         p.file = Some(file);
         p.journal = Some(journal);
         p.layout = Some(layout);
@@ -644,6 +657,43 @@ fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> 
     fs::set_permissions(path, fs::Permissions::from_mode(bits)).map_err(|e| StoreError::io(path, e))
 }
 
+/// A small item for the store's tests.
+#[cfg(test)]
+mod fixture {
+    use super::*;
+    use repocast_core::fec::CodeKind;
+    use repocast_core::wire::FecParams;
+
+    /// Block `b` of `data`.
+    pub fn block<'a>(data: &'a [u8], layout: &Layout, b: u32) -> &'a [u8] {
+        let at = layout.block_offset(b) as usize;
+        &data[at..at + layout.block_len(b) as usize]
+    }
+
+    /// A 100-byte item named `d/f` of two blocks (64 and 36 bytes): its
+    /// bytes, manifest and layout.
+    pub fn two_blocks(item: ItemId) -> (Vec<u8>, ManifestEntry, Layout) {
+        let data: Vec<u8> = (0..100u32).map(|i| (i * 13 + 5) as u8).collect();
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 16,
+            max_block_symbols: 4,
+        };
+        let layout = Layout::new(100, &fec).expect("layout");
+        let m = ManifestEntry {
+            item,
+            name: "d/f".into(),
+            size: 100,
+            hash: *blake3::hash(&data).as_bytes(),
+            fec,
+            block_hashes: (0..2)
+                .map(|b| *blake3::hash(block(&data, &layout, b)).as_bytes())
+                .collect(),
+        };
+        (data, m, layout)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -679,31 +729,10 @@ mod tests {
     /// byte.
     #[test]
     fn written_blocks_are_journaled_and_resume() {
-        use repocast_core::fec::CodeKind;
-        use repocast_core::wire::FecParams;
         let dir = tempfile::tempdir().expect("tmp");
-        let data: Vec<u8> = (0..100u32).map(|i| (i * 7) as u8).collect();
-        let fec = FecParams {
-            code: CodeKind::RaptorQ,
-            symbol_size: 16,
-            max_block_symbols: 4,
-        };
-        let layout = Layout::new(100, &fec).expect("layout");
+        let (data, m, layout) = fixture::two_blocks(ItemId(3));
         assert_eq!(layout.blocks(), 2);
-        let block = |b: u32| {
-            let at = layout.block_offset(b) as usize;
-            data[at..at + layout.block_len(b) as usize].to_vec()
-        };
-        let m = ManifestEntry {
-            item: ItemId(3),
-            name: "d/f".into(),
-            size: 100,
-            hash: *blake3::hash(&data).as_bytes(),
-            fec,
-            block_hashes: (0..2)
-                .map(|b| *blake3::hash(&block(b)).as_bytes())
-                .collect(),
-        };
+        let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
         let mut st = Store::new(dir.path()).expect("store");
         assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
         st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))

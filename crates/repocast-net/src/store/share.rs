@@ -12,11 +12,12 @@
 //! of the item) costs only its being received after all.
 
 use super::{
-    JOURNAL_HEADER, Partial, Store, open_lock, partial_key, read_journal, safe_path, try_lock,
+    Partial, Store, open_journal, open_lock, open_part, partial_key, read_journal, safe_path,
+    try_lock,
 };
 use repocast_core::endpoint::store::StoreError;
 use repocast_core::fec::layout::Layout;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -117,28 +118,8 @@ impl Store {
             Err(_) => Vec::new(),
         };
         let from = File::open(&src.path).map_err(|e| StoreError::io(&src.path, e))?;
-        let to = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&tmp)
-            .map_err(|e| StoreError::io(&tmp, e))?;
-        to.set_len(src.size).map_err(|e| StoreError::io(&tmp, e))?;
-        let mut journal = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&journal_path)
-            .map_err(|e| StoreError::io(&journal_path, e))?;
-        if journal.metadata().map(|x| x.len()).unwrap_or(0) < JOURNAL_HEADER as u64 {
-            journal
-                .set_len(0)
-                .map_err(|e| StoreError::io(&journal_path, e))?;
-            let mut head = src.hash.to_vec();
-            head.extend_from_slice(&src.size.to_le_bytes());
-            journal
-                .write_all(&head)
-                .map_err(|e| StoreError::io(&journal_path, e))?;
-        }
+        let to = open_part(&tmp, src.size)?;
+        let mut journal = open_journal(&journal_path, &src.hash, src.size)?;
         let mut buf = Vec::new();
         let mut added = Vec::new();
         for &b in src.blocks.iter().filter(|b| !listed.contains(b)) {
@@ -179,37 +160,16 @@ mod tests {
     use super::*;
     use repocast_core::ItemId;
     use repocast_core::endpoint::store::{BlockStore, Resume};
-    use repocast_core::fec::CodeKind;
-    use repocast_core::wire::{FecParams, ManifestEntry};
+    use repocast_core::wire::ManifestEntry;
 
-    /// A 100-byte item of two blocks (64 and 36 bytes).
     fn item() -> (Vec<u8>, ManifestEntry, Layout) {
-        let data: Vec<u8> = (0..100u32).map(|i| (i * 13 + 5) as u8).collect();
-        let fec = FecParams {
-            code: CodeKind::RaptorQ,
-            symbol_size: 16,
-            max_block_symbols: 4,
-        };
-        let layout = Layout::new(100, &fec).expect("layout");
-        let block = |b: u32| {
-            let at = layout.block_offset(b) as usize;
-            &data[at..at + layout.block_len(b) as usize]
-        };
-        let m = ManifestEntry {
-            item: ItemId(1),
-            name: "d/f".into(),
-            size: 100,
-            hash: *blake3::hash(&data).as_bytes(),
-            fec,
-            block_hashes: (0..2).map(|b| *blake3::hash(block(b)).as_bytes()).collect(),
-        };
-        (data, m, layout)
+        super::super::fixture::two_blocks(ItemId(1))
     }
 
     fn write(st: &mut Store, data: &[u8], layout: &Layout, b: u32) {
-        let at = layout.block_offset(b);
-        let bytes = &data[at as usize..(at + layout.block_len(b)) as usize];
-        st.write_block(ItemId(1), b, at, bytes).expect("written");
+        let bytes = super::super::fixture::block(data, layout, b);
+        st.write_block(ItemId(1), b, layout.block_offset(b), bytes)
+            .expect("written");
     }
 
     /// A request part-way through an item lends the blocks it verified;
