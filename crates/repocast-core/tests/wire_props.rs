@@ -596,7 +596,7 @@ mod catalogue_pieces {
                 p.emit(&mut buf);
                 auth::sign_catalogue(&id, &mut buf);
                 prop_assert!(buf.len() <= PIECE_TARGET + 300);
-                let (key, body) = auth::open_catalogue(&buf).expect("signed");
+                let (key, body) = auth::open_catalogue(&auth::Verified::new(), &buf).expect("signed");
                 prop_assert_eq!(key, id.public());
                 let q = CataloguePiece::parse(body).expect("parses");
                 prop_assert_eq!(&q, p);
@@ -613,14 +613,14 @@ mod catalogue_pieces {
         #[test]
         fn hostile_pieces_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..1500), at in any::<usize>()) {
             let _ = CataloguePiece::parse(&bytes);
-            let _ = auth::open_catalogue(&bytes);
+            let _ = auth::open_catalogue(&auth::Verified::new(), &bytes);
             let id = Identity::from_seed([1; 32]);
             let mut buf = Vec::new();
             base(1, 0).emit(&mut buf);
             auth::sign_catalogue(&id, &mut buf);
             let i = at % buf.len();
             buf[i] ^= 1;
-            prop_assert!(auth::open_catalogue(&buf).is_err());
+            prop_assert!(auth::open_catalogue(&auth::Verified::new(), &buf).is_err());
         }
     }
 }

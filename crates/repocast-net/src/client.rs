@@ -17,7 +17,7 @@ use crate::store::{Source, Store};
 use crate::tls::{self, ClientStream, Trust};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
-use repocast_core::auth::PublicKey;
+use repocast_core::auth::{PublicKey, Verified};
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
 use repocast_core::endpoint::signing::VerifierStats;
@@ -322,7 +322,7 @@ pub async fn get(
     let started = std::time::Instant::now();
     let (sock, key) = connect(opts.server, &opts.trust).await?;
     let start = std::time::Instant::now();
-    let mut ep = endpoint(&opts, key, core_now(start), &[])?;
+    let mut ep = endpoint(&opts, key, core_now(start), &[], Verified::new())?;
     let join = Join {
         interface: &opts.interface,
         ssm: opts.ssm,
@@ -343,12 +343,14 @@ pub async fn get(
 /// server whose key the TLS handshake verified (`key`). The same for a
 /// `get` on its own and one run by the host's shared receiver
 /// ([`crate::host`]), which first seeds the store with what the other
-/// requests there lend (`lent`; a seed that fails is only not used).
+/// requests there lend (`lent`; a seed that fails is only not used) and
+/// gives all its requests one memory of checked signatures (`verified`).
 pub(crate) fn endpoint(
     opts: &GetOptions,
     key: PublicKey,
     now: repocast_core::Instant,
     lent: &[Source],
+    verified: Verified,
 ) -> Result<ClientEndpoint<Store>, NetError> {
     let mut store = Store::new(&opts.out)?.overwrite(opts.overwrite);
     for src in lent {
@@ -369,6 +371,7 @@ pub(crate) fn endpoint(
     cfg.idle_timeout = opts.idle_timeout;
     cfg.memory_budget = opts.memory_budget;
     cfg.server_key = Some(key);
+    cfg.verified = verified;
     Ok(ClientEndpoint::new(now, cfg, store))
 }
 

@@ -18,7 +18,7 @@
 //! [`VirtualLan::pollute`] adds an insider answering the server's packets.
 
 use crate::source::MemorySource;
-use repocast_core::auth::{Identity, PublicKey, SessionKey};
+use repocast_core::auth::{Identity, PublicKey, SessionKey, Verified};
 use repocast_core::client::ClientStats;
 use repocast_core::endpoint::client::{
     ClientEndpoint, ClientEndpointConfig, ClientEndpointStats, Event, Outcome, Want,
@@ -98,6 +98,9 @@ struct Node {
     /// Latest arrival scheduled each way (TCP keeps order).
     last_up: Instant,
     last_down: Instant,
+    /// Its memory of checked signatures: its host's, shared by the
+    /// requests there (as the host's shared receiver does), or its own.
+    verified: Verified,
 }
 
 enum Ev {
@@ -130,6 +133,8 @@ pub struct VirtualLan {
     server_loss: LossModel,
     /// Each shared host's link loss.
     host_loss: BTreeMap<usize, LossModel>,
+    /// Each shared host's memory of checked signatures.
+    host_verified: BTreeMap<usize, Verified>,
     profile: Profile,
     seed: u64,
     /// Idle timeout the receivers run with.
@@ -188,6 +193,7 @@ impl VirtualLan {
             control_delay: Duration::from_micros(100),
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             host_loss: BTreeMap::new(),
+            host_verified: BTreeMap::new(),
             profile,
             seed,
             idle_timeout: Duration::from_secs(60),
@@ -246,6 +252,10 @@ impl VirtualLan {
                 .entry(h)
                 .or_insert_with(|| LossModel::new(spec.loss, host_seed));
         }
+        let verified = match spec.host {
+            Some(h) => self.host_verified.entry(h).or_default().clone(),
+            None => Verified::new(),
+        };
         self.schedule(spec.join_at, Ev::Start(i));
         if let Some(t) = spec.crash_at {
             self.schedule(t, Ev::Crash(i));
@@ -261,8 +271,21 @@ impl VirtualLan {
             prior: ClientStats::default(),
             last_up: Instant::ZERO,
             last_down: Instant::ZERO,
+            verified,
         });
         i
+    }
+
+    /// Signatures the receivers checked with Ed25519, and those answered
+    /// from memory, in all: a host's requests check each signature once
+    /// between them.
+    pub fn signatures(&self) -> (u64, u64) {
+        let own = (self.nodes.iter())
+            .filter(|n| n.spec.host.is_none())
+            .map(|n| &n.verified);
+        (own.chain(self.host_verified.values()))
+            .map(Verified::counts)
+            .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
     }
 
     fn schedule(&mut self, at: Instant, ev: Ev) {
@@ -283,6 +306,7 @@ impl VirtualLan {
         let mut cfg = ClientEndpointConfig::new(client, n.spec.want.clone());
         cfg.idle_timeout = self.idle_timeout;
         cfg.server_key = self.server_key;
+        cfg.verified = n.verified.clone();
         n.ep = Some(ClientEndpoint::new(self.now, cfg, store));
         n.conn = Some(conn);
         n.joined = false;

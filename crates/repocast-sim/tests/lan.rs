@@ -216,6 +216,44 @@ fn a_request_takes_the_blocks_another_on_its_host_has_verified() {
     );
 }
 
+/// Requests on one host check each signed announcement once between
+/// them, as the host's shared receiver does: six requests there (which
+/// overlap in time, but not wholly) check under half the signatures six
+/// requests alone check, and answer the rest from memory; each still
+/// accepts only what verified.
+#[test]
+fn requests_on_a_host_check_each_signature_once() {
+    let s = seed();
+    let data = items(s);
+    let run = |host: Option<usize>| {
+        let mut h = lan(s, &data);
+        for (k, ids) in [[5, 3], [4, 5], [5, 7], [3, 4], [6, 5], [7, 4]]
+            .iter()
+            .enumerate()
+        {
+            let mut c = client(names(ids), 0.05, 40 * k as u64);
+            c.host = host;
+            h.add_client(c);
+        }
+        assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+        assert_verified(&h, &data, s);
+        h.signatures()
+    };
+    let (shared, hits) = run(Some(0));
+    let (alone, alone_hits) = run(None);
+    assert!(
+        shared > 0 && alone > 0,
+        "seed {s}: nothing signed was checked"
+    );
+    assert!(
+        shared * 2 < alone,
+        "seed {s}: {shared} checked on one host against {alone} alone"
+    );
+    assert!(hits > alone - shared, "seed {s}: {hits} from memory");
+    // Alone, only repeats of an announcement come from memory.
+    assert!(alone_hits < hits, "seed {s}: {alone_hits} against {hits}");
+}
+
 #[test]
 fn a_client_killed_mid_item_resumes_with_its_verified_blocks() {
     let s = seed();

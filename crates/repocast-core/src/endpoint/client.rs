@@ -76,6 +76,10 @@ pub struct ClientEndpointConfig {
     /// it the client insists on an authenticated session and checks the
     /// signature on every announcement.
     pub server_key: Option<PublicKey>,
+    /// Signatures already checked, shared by the endpoints of one
+    /// receiver ([`auth::Verified`]): a host's shared receiver gives all
+    /// its requests one, so each announcement's signature is checked once.
+    pub verified: auth::Verified,
 }
 
 impl ClientEndpointConfig {
@@ -87,6 +91,7 @@ impl ClientEndpointConfig {
             idle_timeout: Duration::from_secs(60),
             memory_budget: 64 << 20,
             server_key: None,
+            verified: auth::Verified::new(),
         }
     }
 }
@@ -449,7 +454,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// ([`super::signing`]): the welcome says so in request mode, the
     /// signed catalogue in push mode.
     pub fn expect_signed_symbols(&mut self, signer: PublicKey, session: SessionId) {
-        self.verifier = Some(BatchVerifier::new(signer, session));
+        self.verifier = Some(BatchVerifier::new(
+            signer,
+            session,
+            self.cfg.verified.clone(),
+        ));
     }
 
     /// A data packet: its tag checked, then (with signed symbols, when
@@ -502,7 +511,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
         let keys = self.rotated.iter().rev().map(|(_, k)| k);
         let signer = self.cfg.server_key.as_ref();
         for k in keys.chain(std::iter::once(welcome)) {
-            match auth::open_announce(k, signer, bytes) {
+            match auth::open_announce(k, signer, &self.cfg.verified, bytes) {
                 Ok(body) => return Some(body),
                 Err(auth::AuthError::BadTag) => continue,
                 Err(_) => break,

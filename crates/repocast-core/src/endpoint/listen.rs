@@ -126,6 +126,9 @@ pub struct ListenStats {
 pub struct ListenEndpoint<S: BlockStore> {
     cfg: ListenConfig,
     signer: Option<PublicKey>,
+    /// Catalogue pieces come again every quarter second: a repeat's
+    /// signature is answered from memory.
+    verified: auth::Verified,
     /// The version in assembly (newer than the active one).
     assembly: Option<Assembly>,
     /// The version being received: its number, session and names.
@@ -152,6 +155,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
     pub fn new(now: Instant, cfg: ListenConfig, store: S) -> Self {
         ListenEndpoint {
             signer: cfg.trust,
+            verified: auth::Verified::new(),
             cfg,
             assembly: None,
             active: None,
@@ -241,7 +245,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
     }
 
     fn on_piece(&mut self, now: Instant, bytes: &[u8]) {
-        let (key, body) = match auth::open_catalogue(bytes) {
+        let (key, body) = match auth::open_catalogue(&self.verified, bytes) {
             Ok(x) => x,
             Err(_) => {
                 // Not a signed piece (or a forged one): nothing from it.

@@ -194,6 +194,7 @@ pub struct VerifierStats {
 #[derive(Debug)]
 pub struct BatchVerifier {
     signer: PublicKey,
+    verified: auth::Verified,
     session: SessionId,
     known: FastMap<Digest, ()>,
     known_order: VecDeque<Digest>,
@@ -204,10 +205,12 @@ pub struct BatchVerifier {
 }
 
 impl BatchVerifier {
-    /// A verifier of `session`'s batches signed by `signer`.
-    pub fn new(signer: PublicKey, session: SessionId) -> Self {
+    /// A verifier of `session`'s batches signed by `signer`, checking
+    /// signatures through `verified` (shared by a receiver's requests).
+    pub fn new(signer: PublicKey, session: SessionId, verified: auth::Verified) -> Self {
         BatchVerifier {
             signer,
+            verified,
             session,
             known: FastMap::default(),
             known_order: VecDeque::new(),
@@ -258,7 +261,7 @@ impl BatchVerifier {
             // under a checked number adds nothing either way.
             return;
         }
-        if auth::open_batch(&self.signer, datagram).is_err() {
+        if auth::open_batch(&self.signer, &self.verified, datagram).is_err() {
             self.stats.bad_batches += 1;
             return;
         }
@@ -326,7 +329,7 @@ mod tests {
         // Three full segments, then the last 4 packets and their repeats.
         assert_eq!(signer.sealed(), 4);
         assert_eq!(batches.len(), 6);
-        let mut v = BatchVerifier::new(id.public(), SessionId(1));
+        let mut v = BatchVerifier::new(id.public(), SessionId(1), auth::Verified::new());
         // Packets before their batch wait; a forged one never passes.
         for i in 0..10 {
             assert_eq!(v.check(&packet(i)), Verdict::Held);

@@ -18,6 +18,7 @@ use crate::socket::{self, Interface};
 use crate::store::{Source, Store};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
+use repocast_core::auth::Verified;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::ClientEndpoint;
 use repocast_core::loss::LossSpec;
@@ -107,6 +108,9 @@ pub async fn run(key: HostKey) -> Result<(), NetError> {
 async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
     let interface = Interface::parse(key.interface.as_deref())?;
     let start = StdInstant::now();
+    // One memory of checked signatures for every request here: each
+    // announcement's signature is checked once, not once per request.
+    let verified = Verified::new();
     let (hub_tx, hub_rx) = unbounded_channel();
     let accept = async {
         let mut next_id = 0u64;
@@ -120,7 +124,13 @@ async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
                 continue;
             }
             next_id += 1;
-            tokio::spawn(serve_get(s, next_id, hub_tx.clone(), start));
+            tokio::spawn(serve_get(
+                s,
+                next_id,
+                hub_tx.clone(),
+                start,
+                verified.clone(),
+            ));
         }
     };
     tokio::select! {
@@ -131,7 +141,13 @@ async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
 
 /// One `get`: its request, its connection to the server, its endpoint
 /// handed to the hub, then what the hub tells it relayed until the end.
-async fn serve_get(s: UnixStream, id: u64, hub: UnboundedSender<HubMsg>, start: StdInstant) {
+async fn serve_get(
+    s: UnixStream,
+    id: u64,
+    hub: UnboundedSender<HubMsg>,
+    start: StdInstant,
+    verified: Verified,
+) {
     let (rd, mut wr) = s.into_split();
     let mut rd = BufReader::new(rd);
     // A `get` asks at once; a peer that says nothing is not kept waiting for.
@@ -159,7 +175,7 @@ async fn serve_get(s: UnixStream, id: u64, hub: UnboundedSender<HubMsg>, start: 
                 Err(_) => Vec::new(),
             };
             let now = core_now(start);
-            tokio::task::spawn_blocking(move || client::endpoint(&opts, key, now, &lent))
+            tokio::task::spawn_blocking(move || client::endpoint(&opts, key, now, &lent, verified))
                 .await
                 .map_err(NetError::from)
                 .and_then(|made| made)

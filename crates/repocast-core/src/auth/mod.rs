@@ -27,10 +27,19 @@
 //!   [`open_batch`]; `endpoint::signing`), so that not even a holder of
 //!   the session key can forge a symbol another client accepts.
 //!
+//! Signatures are checked through [`Verified`] ([`verified`]), which
+//! remembers the ones that verified: a receiver that hears the same
+//! signed bytes again (a repeat, or another request of a host's shared
+//! receiver) pays one hash, not another Ed25519 check.
+//!
 //! Pure computation: keys come in from the driver (which draws them from
 //! the operating system), nothing here reads a clock or an RNG.
 
-use ed25519_dalek::{Signer, Verifier};
+pub mod verified;
+
+pub use verified::Verified;
+
+use ed25519_dalek::{Signer, Verifier as _};
 use std::fmt;
 use std::str::FromStr;
 
@@ -339,10 +348,12 @@ pub fn seal_announce_unsigned(key: &SessionKey, buf: &mut Vec<u8>) {
 
 /// Checks an authenticated announcement and gives the announcement's own
 /// bytes (without the trailer). The tag is checked first; the signature
-/// only when `signer` is known.
+/// only when `signer` is known (through `verified`, which answers a
+/// repeat from memory).
 pub fn open_announce<'a>(
     key: &SessionKey,
     signer: Option<&PublicKey>,
+    verified: &Verified,
     datagram: &'a [u8],
 ) -> Result<&'a [u8], AuthError> {
     let body_len = datagram
@@ -354,7 +365,7 @@ pub fn open_announce<'a>(
     key.check(body, tag)?;
     if let Some(pk) = signer {
         let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
-        pk.verify(signed, sig)?;
+        verified.verify(pk, signed, sig)?;
     }
     Ok(body)
 }
@@ -384,8 +395,12 @@ fn in_context(context: &[u8], body: &[u8]) -> Vec<u8> {
 
 /// Checks a catalogue piece's signature under the key the piece names
 /// (bytes 4..36): the signer and the piece's bytes without the signature.
-/// Whether the signer is trusted is the caller's question.
-pub fn open_catalogue(datagram: &[u8]) -> Result<(PublicKey, &[u8]), AuthError> {
+/// Whether the signer is trusted is the caller's question. A piece heard
+/// again is answered from `verified`.
+pub fn open_catalogue<'a>(
+    verified: &Verified,
+    datagram: &'a [u8],
+) -> Result<(PublicKey, &'a [u8]), AuthError> {
     let body_len = datagram
         .len()
         .checked_sub(SIGNATURE_LEN)
@@ -396,7 +411,7 @@ pub fn open_catalogue(datagram: &[u8]) -> Result<(PublicKey, &[u8]), AuthError> 
     k.copy_from_slice(&body[4..36]);
     let signer = PublicKey::from_bytes(&k)?;
     let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
-    signer.verify(&in_context(CATALOGUE_CONTEXT, body), sig)?;
+    verified.verify(&signer, &in_context(CATALOGUE_CONTEXT, body), sig)?;
     Ok((signer, body))
 }
 
@@ -423,15 +438,20 @@ pub fn sign_batch(identity: &Identity, buf: &mut Vec<u8>) {
 }
 
 /// Checks a symbol batch's signature under `signer`; its bytes without
-/// the signature.
-pub fn open_batch<'a>(signer: &PublicKey, datagram: &'a [u8]) -> Result<&'a [u8], AuthError> {
+/// the signature (through `verified`: the requests of a shared receiver
+/// check each batch once between them).
+pub fn open_batch<'a>(
+    signer: &PublicKey,
+    verified: &Verified,
+    datagram: &'a [u8],
+) -> Result<&'a [u8], AuthError> {
     let body_len = datagram
         .len()
         .checked_sub(SIGNATURE_LEN)
         .ok_or(AuthError::Missing)?;
     let (body, sig) = datagram.split_at(body_len);
     let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
-    signer.verify(&in_context(BATCH_CONTEXT, body), sig)?;
+    verified.verify(signer, &in_context(BATCH_CONTEXT, body), sig)?;
     Ok(body)
 }
 
@@ -493,33 +513,42 @@ mod tests {
     #[test]
     fn announce_trailer_checks_tag_and_signature() {
         let (k, id) = keys();
+        // One memory throughout: the genuine announcement, once checked, is
+        // remembered, and every forgery below is still refused.
+        let v = Verified::new();
         let mut a = b"announcement".to_vec();
         seal_announce(&k, &id, &mut a);
         assert_eq!(a.len(), 12 + ANNOUNCE_TRAILER_LEN);
         let pk = id.public();
-        assert_eq!(open_announce(&k, Some(&pk), &a), Ok(&b"announcement"[..]));
+        assert_eq!(
+            open_announce(&k, Some(&pk), &v, &a),
+            Ok(&b"announcement"[..])
+        );
         // A holder of the session key re-tags a changed announcement: the
         // tag passes, the signature does not.
         let mut forged = b"announcemenT".to_vec();
         let t = k.tag(&forged);
         forged.extend_from_slice(&t);
         forged.extend_from_slice(&a[a.len() - SIGNATURE_LEN..]);
-        assert_eq!(open_announce(&k, None, &forged), Ok(&b"announcemenT"[..]));
         assert_eq!(
-            open_announce(&k, Some(&pk), &forged),
+            open_announce(&k, None, &v, &forged),
+            Ok(&b"announcemenT"[..])
+        );
+        assert_eq!(
+            open_announce(&k, Some(&pk), &v, &forged),
             Err(AuthError::BadSignature)
         );
         let stranger = Identity::from_seed([1; 32]).public();
         assert_eq!(
-            open_announce(&k, Some(&stranger), &a),
+            open_announce(&k, Some(&stranger), &v, &a),
             Err(AuthError::BadSignature)
         );
         assert_eq!(
-            open_announce(&SessionKey::from_bytes([0; 32]), Some(&pk), &a),
+            open_announce(&SessionKey::from_bytes([0; 32]), Some(&pk), &v, &a),
             Err(AuthError::BadTag)
         );
         assert_eq!(
-            open_announce(&k, Some(&pk), &a[..40]),
+            open_announce(&k, Some(&pk), &v, &a[..40]),
             Err(AuthError::Missing)
         );
     }
