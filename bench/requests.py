@@ -166,9 +166,15 @@ def stats(xs):
     return (sum(s) / len(s), at(0.5), at(0.95), s[-1])
 
 
+def outputs(a, work):
+    """Where the systems' received files go: the run's folder, or with
+    --tmpfs the tmpfs mounted in it."""
+    return os.path.join(work, "tmpfs") if a.tmpfs else work
+
+
 def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline=None):
     """Starts the server, replays the requests, returns per-request rows."""
-    outdir = os.path.join(work, system)
+    outdir = os.path.join(outputs(a, work), system)
     os.makedirs(outdir)
     receivers = []
     host_of = {k: host for k, host, _, _ in requests}
@@ -378,6 +384,9 @@ def main():
     ap.add_argument("--timeline", action="store_true",
                     help="write SYSTEM[-RUN]-timeline.csv: link rate, receivers, CPU, server counters every 0.5 s")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
+    ap.add_argument("--tmpfs", action="store_true",
+                    help="every system's received files on a tmpfs mounted for the run, not the "
+                         "disk the lab's hosts share")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("requests.py: needs root (network namespaces)")
@@ -391,6 +400,9 @@ def main():
     files, requests, fluid = plan(a.target, a.seed, a.loss, a.hosts, a.rate, a.duration, shape)
     work = tempfile.mkdtemp(prefix="rq-")
     os.chmod(work, 0o755)
+    if a.tmpfs:
+        os.makedirs(outputs(a, work))
+        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", outputs(a, work))
     repo = os.path.join(work, "repo")
     os.makedirs(repo)
     names = {i: f"f{i:02}.bin" for i in files}
@@ -418,7 +430,7 @@ def main():
                                                           requests, a.rate * 1e6, timeline)
                 finally:
                     subprocess.run(lab(name, "down"), capture_output=True)
-                    shutil.rmtree(os.path.join(work, system), ignore_errors=True)
+                    shutil.rmtree(os.path.join(outputs(a, work), system), ignore_errors=True)
                     if os.path.exists(os.path.join(work, "nginx.conf")):
                         os.remove(os.path.join(work, "nginx.conf"))
                 with open(os.path.join(a.out, f"{system}{suffix}.csv"), "w") as f:
@@ -437,6 +449,8 @@ def main():
                       f"CPU {cpu_s:.1f} + {cpu_r:.1f} s", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
+        if a.tmpfs:
+            subprocess.run(["umount", outputs(a, work)], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     what = "median of {} runs".format(a.runs) if a.runs > 1 else "one run"
     lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "

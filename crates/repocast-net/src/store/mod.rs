@@ -1,12 +1,16 @@
 //! Where a client puts what it receives. Each verified block is written at
 //! its offset in a temporary file under `OUT/.repocast/partial/` and named
 //! at once in a journal, so a client killed at any point resumes with every
-//! block it had verified. Nothing on the receiving path waits for the disk:
+//! block it had verified (all but an item's last block: that one is
+//! followed at once by the rename, so an item of one block never needs a
+//! journal). Nothing on the receiving path waits for the disk:
 //! the block's writeback is started, not awaited, and a resume checks every
 //! block the journal names against its hash before keeping it (a block a
 //! power loss took is simply received again). When every block is in, the
 //! whole file is hashed, fsynced and renamed into place: no unverified
-//! byte ever sits at a final path. Symbols of partly received
+//! byte ever sits at a final path. A folder is fsynced (so its renames
+//! last) once no item still open will be renamed into it: once per
+//! folder of a request, not once per file. Symbols of partly received
 //! blocks the endpoint moves out of memory go in their block's own place
 //! in that temporary file (the crowd pool), a side file taking only what
 //! does not fit.
@@ -15,7 +19,9 @@
 //! the output folder (nor passes through a symlink in it); an existing file
 //! that differs is replaced only with `overwrite`. Two `get`s into one
 //! folder never share a partial file: each holds an exclusive lock on the
-//! partials it writes, and a second one wanting the same item uses its own.
+//! partial files it writes (on the file itself: an item costs one file
+//! created, however it ends), and a second one wanting the same item uses
+//! its own.
 //!
 //! Requests run by the host's shared receiver lend each other what they
 //! have verified ([`share`]).
@@ -30,7 +36,7 @@ use repocast_core::wire::ManifestEntry;
 use repocast_core::wire::control::MAX_HAVE_BYTES;
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -76,12 +82,13 @@ pub fn safe_path(root: &Path, name: &str) -> Result<PathBuf, StoreError> {
 struct Partial {
     /// The item's name.
     name: String,
-    /// Held while this process writes the partial (released on drop).
-    lock: Option<File>,
     final_path: PathBuf,
     tmp: PathBuf,
     journal_path: PathBuf,
+    /// The partial file, locked while this store writes it (`None`: the
+    /// final file was already in place).
     file: Option<File>,
+    /// Made when the first block that does not finish the item is written.
     journal: Option<File>,
     hash: [u8; 32],
     size: u64,
@@ -140,20 +147,30 @@ pub struct Store {
     seeded: HashMap<PathBuf, Vec<u32>>,
     /// Seeded blocks that verified when their item opened.
     lent: u64,
+    /// Folders items were renamed into since they were last fsynced.
+    unsynced: std::collections::BTreeSet<PathBuf>,
 }
 
-fn hash_file(path: &Path) -> Result<[u8; 32], StoreError> {
-    let mut f = File::open(path).map_err(|e| StoreError::io(path, e))?;
+/// BLAKE3 of an open file's bytes (`len`, its expected length, sizes
+/// the buffer: a small file does not cost a megabyte of fresh pages).
+fn hash_open(f: &File, len: u64) -> std::io::Result<[u8; 32]> {
     let mut h = blake3::Hasher::new();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; len.clamp(4096, 1 << 20) as usize];
+    let mut at = 0;
     loop {
-        let n = f.read(&mut buf).map_err(|e| StoreError::io(path, e))?;
+        let n = f.read_at(&mut buf, at)?;
         if n == 0 {
             break;
         }
         h.update(&buf[..n]);
+        at += n as u64;
     }
     Ok(*h.finalize().as_bytes())
+}
+
+fn hash_file(path: &Path, len: u64) -> Result<[u8; 32], StoreError> {
+    let f = File::open(path).map_err(|e| StoreError::io(path, e))?;
+    hash_open(&f, len).map_err(|e| StoreError::io(path, e))
 }
 
 /// How an item's name starts its partial files' names.
@@ -222,6 +239,7 @@ impl Store {
             done: HashMap::new(),
             seeded: HashMap::new(),
             lent: 0,
+            unsynced: Default::default(),
         })
     }
 
@@ -229,6 +247,29 @@ impl Store {
     pub fn overwrite(mut self, yes: bool) -> Self {
         self.overwrite = yes;
         self
+    }
+
+    /// Fsyncs the folders renamed into that no open item will be renamed
+    /// into (all of them with `all`), so each folder is synced once its
+    /// items are in rather than once per item.
+    fn sync_folders(&mut self, all: bool) {
+        let open: Vec<&Path> = (self.items.values())
+            .filter_map(|p| p.final_path.parent())
+            .collect();
+        let ready: Vec<PathBuf> = (self.unsynced.iter())
+            .filter(|d| all || !open.contains(&d.as_path()))
+            .cloned()
+            .collect();
+        for d in ready {
+            sync_dir(&d);
+            self.unsynced.remove(&d);
+        }
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        self.sync_folders(true);
     }
 }
 
@@ -255,9 +296,10 @@ fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Opens (creating) a partial file of `size` bytes, for reading and
-/// writing, keeping what it holds.
-fn open_part(path: &Path, size: u64) -> Result<File, StoreError> {
+/// Opens (creating) a partial file for reading and writing, keeping what
+/// it holds, and takes its lock: `None` if another store holds it. Once
+/// locked it is sized to `size` bytes.
+fn lock_part(path: &Path, size: u64) -> Result<Option<File>, StoreError> {
     let f = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -265,8 +307,11 @@ fn open_part(path: &Path, size: u64) -> Result<File, StoreError> {
         .write(true)
         .open(path)
         .map_err(|e| StoreError::io(path, e))?;
+    if !try_lock(&f) {
+        return Ok(None);
+    }
     f.set_len(size).map_err(|e| StoreError::io(path, e))?;
-    Ok(f)
+    Ok(Some(f))
 }
 
 /// Opens (creating) a journal for appending blocks, starting it with the
@@ -285,17 +330,6 @@ fn open_journal(path: &Path, hash: &[u8; 32], size: u64) -> Result<File, StoreEr
             .map_err(|e| StoreError::io(path, e))?;
     }
     Ok(j)
-}
-
-/// Opens (creating) the lock file of partial `key`.
-fn open_lock(dir: &Path, key: &str) -> Result<File, StoreError> {
-    let path = dir.join(format!("{key}.lock"));
-    OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| StoreError::io(&path, e))
 }
 
 /// Takes an exclusive lock on `f` without waiting: false if another
@@ -330,56 +364,25 @@ impl BlockStore for Store {
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
         let final_path = safe_path(&self.root, &m.name)?;
         check_parents(&self.root, &final_path)?;
-        let mut key = partial_key(&m.name, &m.hash, m.size);
-        // The lock file says who owns this partial: another `get` into the
-        // same folder after the same item (another process, or another
-        // request in the host's shared receiver) gets its own.
-        let mut lock = open_lock(&self.partial_dir, &key)?;
-        if !try_lock(&lock) {
-            let base = format!("{key}-{}", std::process::id());
-            let mut locked = false;
-            for n in 0..PARTIAL_NAMES {
-                key = if n == 0 {
-                    base.clone()
-                } else {
-                    format!("{base}-{n}")
-                };
-                lock = open_lock(&self.partial_dir, &key)?;
-                locked = try_lock(&lock);
-                if locked {
-                    break;
-                }
-            }
-            if !locked {
-                let busy = std::io::Error::new(
-                    std::io::ErrorKind::WouldBlock,
-                    "too many requests are receiving this item into this folder",
-                );
-                return Err(StoreError::io(&self.partial_dir, busy));
-            }
-        }
-        let tmp = self.partial_dir.join(format!("{key}.part"));
-        let journal_path = self.partial_dir.join(format!("{key}.journal"));
+        let layout = Layout::new(m.size, &m.fec)?;
         let mut p = Partial {
             name: m.name.clone(),
-            lock: Some(lock),
             final_path,
-            tmp,
-            journal_path,
+            tmp: PathBuf::new(),
+            journal_path: PathBuf::new(),
             file: None,
             journal: None,
             hash: m.hash,
             size: m.size,
-            layout: None,
+            layout: Some(layout),
             verified: Vec::new(),
             spilled: HashMap::new(),
             spill: None,
             spill_len: 0,
         };
-        let layout = Layout::new(m.size, &m.fec)?;
         if let Ok(meta) = fs::symlink_metadata(&p.final_path) {
-            if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path)? == m.hash {
-                p.layout = Some(layout);
+            if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path, m.size)? == m.hash
+            {
                 self.items.insert(m.item, p);
                 return Ok(Resume::Complete);
             }
@@ -389,8 +392,35 @@ impl BlockStore for Store {
                 });
             }
         }
+        // The partial file's lock says who owns it: another `get` into the
+        // same folder after the same item (another process, or another
+        // request in the host's shared receiver) takes a name of its own.
+        let own = partial_key(&m.name, &m.hash, m.size);
+        let base = format!("{own}-{}", std::process::id());
+        let mut locked = None;
+        for n in 0..=PARTIAL_NAMES {
+            let key = match n {
+                0 => own.clone(),
+                1 => base.clone(),
+                _ => format!("{base}-{}", n - 1),
+            };
+            let tmp = self.partial_dir.join(format!("{key}.part"));
+            if let Some(f) = lock_part(&tmp, m.size)? {
+                locked = Some((key, tmp, f));
+                break;
+            }
+        }
+        let Some((key, tmp, file)) = locked else {
+            let busy = std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                "too many requests are receiving this item into this folder",
+            );
+            return Err(StoreError::io(&self.partial_dir, busy));
+        };
+        p.tmp = tmp;
+        p.journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut have = Vec::new();
-        if let (Ok(j), Ok(f)) = (fs::read(&p.journal_path), File::open(&p.tmp)) {
+        if let Ok(j) = fs::read(&p.journal_path) {
             let mut buf = Vec::new();
             let listed = match read_journal(&j) {
                 Some((hash, size, blocks)) if hash == m.hash && size == m.size => blocks,
@@ -401,7 +431,7 @@ impl BlockStore for Store {
                     continue;
                 };
                 buf.resize(layout.block_len(b) as usize, 0);
-                if f.read_exact_at(&mut buf, layout.block_offset(b)).is_ok()
+                if file.read_exact_at(&mut buf, layout.block_offset(b)).is_ok()
                     && blake3::hash(&buf).as_bytes() == h
                 {
                     have.push(b);
@@ -413,18 +443,17 @@ impl BlockStore for Store {
         }
         if have.is_empty() {
             let _ = fs::remove_file(&p.journal_path);
+        } else {
+            p.journal = Some(open_journal(&p.journal_path, &m.hash, m.size)?);
         }
-        let file = open_part(&p.tmp, m.size)?;
-        let journal = open_journal(&p.journal_path, &m.hash, m.size)?;
         p.file = Some(file);
-        p.journal = Some(journal);
-        p.layout = Some(layout);
         p.verified.clone_from(&have);
         self.items.insert(m.item, p);
         Ok(Resume::Blocks(have))
     }
 
-    /// Writes a verified block and records it in the journal.
+    /// Writes a verified block and records it in the journal (all but the
+    /// item's last block: [`BlockStore::finish`] follows that one at once).
     fn write_block(
         &mut self,
         item: ItemId,
@@ -436,15 +465,26 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("block"))?;
-        let (Some(f), Some(j)) = (p.file.as_ref(), p.journal.as_mut()) else {
+        let Some(f) = p.file.as_ref() else {
             return Ok(());
         };
         f.write_all_at(data, offset)
             .map_err(|e| StoreError::io(&p.tmp, e))?;
         start_writeback(f, offset, data.len() as u64);
+        p.verified.push(block);
+        if p.layout
+            .is_some_and(|l| p.verified.len() >= l.blocks() as usize)
+        {
+            return Ok(());
+        }
+        let j = match p.journal.as_mut() {
+            Some(j) => j,
+            None => p
+                .journal
+                .insert(open_journal(&p.journal_path, &p.hash, p.size)?),
+        };
         j.write_all(&block.to_le_bytes())
             .map_err(|e| StoreError::io(&p.journal_path, e))?;
-        p.verified.push(block);
         Ok(())
     }
 
@@ -516,18 +556,20 @@ impl BlockStore for Store {
                 let _ = fs::remove_file(path);
             }
         }
+        self.sync_folders(false);
     }
 
     fn discard(&mut self, item: ItemId) {
         if let Some(p) = self.items.remove(&item) {
-            drop(p.file);
-            let _ = fs::remove_file(&p.tmp);
-            let _ = fs::remove_file(&p.journal_path);
-            let _ = fs::remove_file(p.tmp.with_extension("lock"));
+            if p.file.is_some() {
+                let _ = fs::remove_file(&p.tmp);
+                let _ = fs::remove_file(&p.journal_path);
+            }
             if let Some((path, _)) = p.spill {
                 let _ = fs::remove_file(path);
             }
         }
+        self.sync_folders(false);
     }
 
     /// Whether block `block` of `item` has symbols on disk.
@@ -599,21 +641,21 @@ impl BlockStore for Store {
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
         }
-        if p.file.is_none() {
-            let _ = fs::remove_file(p.tmp.with_extension("lock"));
+        let Some(file) = p.file else {
             self.keep_lent(lent);
+            self.sync_folders(false);
             return Ok(true); // the final file was already there and verified
-        }
+        };
+        // The partial stays open, and so locked, until it is renamed.
+        let journaled = p.journal.is_some();
         drop(p.journal);
-        if let Some(f) = p.file {
-            f.sync_all().map_err(|e| StoreError::io(&p.tmp, e))?;
-        }
-        let ok =
-            fs::metadata(&p.tmp).is_ok_and(|m| m.len() == p.size) && hash_file(&p.tmp)? == p.hash;
+        file.sync_all().map_err(|e| StoreError::io(&p.tmp, e))?;
+        let ok = file.metadata().is_ok_and(|m| m.len() == p.size)
+            && hash_open(&file, p.size).map_err(|e| StoreError::io(&p.tmp, e))? == p.hash;
         if !ok {
             let _ = fs::remove_file(&p.tmp);
             let _ = fs::remove_file(&p.journal_path);
-            let _ = fs::remove_file(p.tmp.with_extension("lock"));
+            self.sync_folders(false);
             return Ok(false);
         }
         if let Some(parent) = p.final_path.parent() {
@@ -627,12 +669,14 @@ impl BlockStore for Store {
         }
         fs::rename(&p.tmp, &p.final_path).map_err(|e| StoreError::io(&p.final_path, e))?;
         if let Some(parent) = p.final_path.parent() {
-            sync_dir(parent);
+            self.unsynced.insert(parent.to_path_buf());
         }
-        let _ = fs::remove_file(&p.journal_path);
-        let _ = fs::remove_file(p.tmp.with_extension("lock"));
-        drop(p.lock);
+        if journaled {
+            let _ = fs::remove_file(&p.journal_path);
+        }
+        drop(file);
         self.keep_lent(lent);
+        self.sync_folders(false);
         Ok(true)
     }
 }
@@ -763,6 +807,76 @@ mod tests {
         st.write_block(ItemId(3), 0, 0, &block(0)).expect("written");
         assert!(st.finish(ItemId(3)).expect("finished"), "verified");
         assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
+    }
+
+    /// The files under `OUT/.repocast/partial/`, by extension.
+    fn partial_files(root: &Path) -> Vec<String> {
+        let mut v: Vec<String> = fs::read_dir(root.join(STATE_DIR).join("partial"))
+            .expect("partial dir")
+            .flatten()
+            .filter_map(|e| {
+                e.path()
+                    .extension()
+                    .map(|x| x.to_string_lossy().into_owned())
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// An item costs one partial file (its own lock) and a journal only
+    /// for the blocks before its last: the last is renamed into place at
+    /// once, and nothing is left behind.
+    #[test]
+    fn an_item_journals_all_but_its_last_block_and_leaves_nothing() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (data, m, layout) = fixture::two_blocks(ItemId(3));
+        let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
+        let mut st = Store::new(dir.path()).expect("store");
+        assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
+        assert_eq!(partial_files(dir.path()), ["part"]);
+        st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))
+            .expect("written");
+        assert_eq!(partial_files(dir.path()), ["journal", "part"]);
+        st.write_block(ItemId(3), 0, 0, &block(0)).expect("written");
+        let journal = fs::read_dir(dir.path().join(STATE_DIR).join("partial"))
+            .expect("partial dir")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "journal"))
+            .expect("a journal");
+        let listed = read_journal(&fs::read(journal).expect("journal")).map(|j| j.2);
+        assert_eq!(listed, Some(vec![1]), "the last block is not journaled");
+        assert!(st.finish(ItemId(3)).expect("finished"), "verified");
+        assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
+        assert!(partial_files(dir.path()).is_empty());
+    }
+
+    /// Two stores into one folder after the same item each hold a partial
+    /// file of their own; once one is gone its file is free again.
+    #[test]
+    fn stores_into_one_folder_never_share_a_partial() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (data, m, layout) = fixture::two_blocks(ItemId(3));
+        let mut a = Store::new(dir.path()).expect("store");
+        let mut b = Store::new(dir.path()).expect("store");
+        assert!(a.open(&m).is_ok() && b.open(&m).is_ok());
+        let tmp = |s: &Store| s.items[&ItemId(3)].tmp.clone();
+        assert_ne!(tmp(&a), tmp(&b));
+        assert_eq!(partial_files(dir.path()), ["part", "part"]);
+        let first = tmp(&a);
+        a.write_block(
+            ItemId(3),
+            1,
+            layout.block_offset(1),
+            fixture::block(&data, &layout, 1),
+        )
+        .expect("written");
+        drop(a);
+        // A store after `a` takes its partial, and resumes its block.
+        let mut c = Store::new(dir.path()).expect("store");
+        assert!(matches!(c.open(&m), Ok(Resume::Blocks(v)) if v == vec![1]));
+        assert_eq!(tmp(&c), first);
     }
 
     /// Spilled symbols go in their block's own place while whole symbols

@@ -11,10 +11,7 @@
 //! meanwhile (a file edited in the other request's folder, another version
 //! of the item) costs only its being received after all.
 
-use super::{
-    Partial, Store, open_journal, open_lock, open_part, partial_key, read_journal, safe_path,
-    try_lock,
-};
+use super::{Partial, Store, lock_part, open_journal, partial_key, read_journal, safe_path};
 use repocast_core::endpoint::store::StoreError;
 use repocast_core::fec::layout::Layout;
 use std::fs::{self, File};
@@ -102,11 +99,10 @@ impl Store {
             return Ok(0);
         }
         let key = partial_key(&src.name, &src.hash, src.size);
-        let lock = open_lock(&self.partial_dir, &key)?;
-        if !try_lock(&lock) {
-            return Ok(0);
-        }
         let tmp = self.partial_dir.join(format!("{key}.part"));
+        let Some(to) = lock_part(&tmp, src.size)? else {
+            return Ok(0);
+        };
         let journal_path = self.partial_dir.join(format!("{key}.journal"));
         let listed = match fs::read(&journal_path) {
             Ok(j) => match read_journal(&j) {
@@ -118,7 +114,6 @@ impl Store {
             Err(_) => Vec::new(),
         };
         let from = File::open(&src.path).map_err(|e| StoreError::io(&src.path, e))?;
-        let to = open_part(&tmp, src.size)?;
         let mut journal = open_journal(&journal_path, &src.hash, src.size)?;
         let mut buf = Vec::new();
         let mut added = Vec::new();
