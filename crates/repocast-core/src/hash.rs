@@ -1,8 +1,9 @@
 //! A fast hasher for the core's internal maps (FxHash, as in rustc).
 //!
-//! Keys here are the core's own small ids (items, clients, blocks), not
-//! attacker-chosen strings, so a non-cryptographic hash is safe, and the
-//! default SipHash was 5% of a simulated day.
+//! Keys here are the core's own small ids (items, clients, blocks), or
+//! bytes whose signature verified (`auth::Verified`), never what a peer
+//! chose, so a non-cryptographic hash is safe, and the default SipHash
+//! was 5% of a simulated day.
 
 use std::hash::{BuildHasherDefault, Hasher};
 

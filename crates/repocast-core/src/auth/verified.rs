@@ -6,33 +6,47 @@
 //! Ed25519 signature on it: about 50 µs apiece, so a hundred requests on a
 //! host spent the receiver's whole core on the same few hundred
 //! signatures a second. A listener hears every catalogue piece again each
-//! quarter second. [`Verified`] remembers the digests of the last
-//! [`CAPACITY`] signatures that verified, so a repeat costs one BLAKE3
-//! hash.
+//! quarter second. [`Verified`] remembers the last [`CAPACITY`]
+//! signatures that verified (up to [`MAX_BYTES`]), so a repeat costs a
+//! lookup of its bytes.
 //!
-//! Only successes are remembered, keyed by the signer, the signature and
-//! every signed byte: a hit means exactly these bytes verified under
+//! Only successes are remembered, as the signer, the signature and every
+//! signed byte: a hit means exactly these bytes verified under
 //! exactly this key, and a forgery is checked (and refused) every time,
 //! so it can neither pass nor push anything out but genuine entries'
 //! turn. Clones share one memory (the endpoints of one receiver).
 
 use super::{AuthError, PublicKey, SIGNATURE_LEN};
+use crate::hash::FxHasher;
 use std::collections::{HashSet, VecDeque};
+use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// Verified signatures remembered (32 bytes each, twice: 256 KiB).
+/// Verified signatures remembered, at most.
 pub const CAPACITY: usize = 4096;
-
-const DIGEST_CONTEXT: &[u8] = b"repocast verified signature\0";
-
-type Digest = [u8; 32];
+/// Bytes of them remembered, at most (signer, signature and signed
+/// bytes each).
+pub const MAX_BYTES: usize = 1 << 20;
 
 #[derive(Debug, Default)]
 struct Seen {
-    set: HashSet<Digest>,
-    order: VecDeque<Digest>,
+    /// Signer, signature and signed bytes of each, one after the other.
+    set: HashSet<Arc<[u8]>, BuildHasherDefault<FxHasher>>,
+    order: VecDeque<Arc<[u8]>>,
+    bytes: usize,
+    /// The entry being looked up.
+    scratch: Vec<u8>,
     checked: u64,
     hits: u64,
+}
+
+impl Seen {
+    fn fill(&mut self, key: &PublicKey, msg: &[u8], sig: &[u8; SIGNATURE_LEN]) {
+        self.scratch.clear();
+        self.scratch.extend_from_slice(&key.to_bytes());
+        self.scratch.extend_from_slice(sig);
+        self.scratch.extend_from_slice(msg);
+    }
 }
 
 /// A memory of verified signatures, shared by its clones.
@@ -45,6 +59,20 @@ impl Verified {
         Self::default()
     }
 
+    /// Whether `sig` is remembered as `key`'s signature of exactly `msg`
+    /// (a lookup of the bytes themselves: no cryptography). The set holds
+    /// only what verified, so a forger chooses what is looked up, never
+    /// what is there.
+    pub fn known(&self, key: &PublicKey, msg: &[u8], sig: &[u8; SIGNATURE_LEN]) -> bool {
+        let mut s = self.lock();
+        s.fill(key, msg, sig);
+        let hit = s.set.contains(&s.scratch[..]);
+        if hit {
+            s.hits += 1;
+        }
+        hit
+    }
+
     /// Whether `sig` is `key`'s signature of `msg`: remembered, or
     /// checked (and, if good, remembered).
     pub fn verify(
@@ -53,22 +81,22 @@ impl Verified {
         msg: &[u8],
         sig: &[u8; SIGNATURE_LEN],
     ) -> Result<(), AuthError> {
-        let d = digest(key, msg, sig);
-        {
-            let mut s = self.lock();
-            if s.set.contains(&d) {
-                s.hits += 1;
-                return Ok(());
-            }
-            s.checked += 1;
+        if self.known(key, msg, sig) {
+            return Ok(());
         }
+        self.lock().checked += 1;
         key.verify(msg, sig)?;
         let mut s = self.lock();
-        if s.set.insert(d) {
-            s.order.push_back(d);
-            if s.order.len() > CAPACITY
-                && let Some(old) = s.order.pop_front()
-            {
+        s.fill(key, msg, sig);
+        let entry: Arc<[u8]> = Arc::from(&s.scratch[..]);
+        if s.set.insert(entry.clone()) {
+            s.bytes += entry.len();
+            s.order.push_back(entry);
+            while s.order.len() > CAPACITY || s.bytes > MAX_BYTES {
+                let Some(old) = s.order.pop_front() else {
+                    break;
+                };
+                s.bytes -= old.len();
                 s.set.remove(&old);
             }
         }
@@ -84,15 +112,6 @@ impl Verified {
     fn lock(&self) -> std::sync::MutexGuard<'_, Seen> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
-}
-
-fn digest(key: &PublicKey, msg: &[u8], sig: &[u8; SIGNATURE_LEN]) -> Digest {
-    let mut h = blake3::Hasher::new();
-    h.update(DIGEST_CONTEXT);
-    h.update(&key.to_bytes());
-    h.update(sig);
-    h.update(msg);
-    *h.finalize().as_bytes()
 }
 
 #[cfg(test)]
@@ -152,5 +171,21 @@ mod tests {
         );
         assert_eq!(v.verify(&id.public(), &msgs[0], &sigs[0]), Ok(()));
         assert_eq!(v.counts(), (CAPACITY as u64 + 2, 1));
+    }
+
+    #[test]
+    fn large_signed_messages_are_remembered_within_the_byte_bound() {
+        let id = Identity::from_seed([7; 32]);
+        let v = Verified::new();
+        for i in 0..400u32 {
+            let mut m = vec![0u8; 4096];
+            m[..4].copy_from_slice(&i.to_be_bytes());
+            assert_eq!(v.verify(&id.public(), &m, &signed(&id, &m)), Ok(()));
+        }
+        let s = v.lock();
+        assert!(s.bytes <= MAX_BYTES, "{} bytes", s.bytes);
+        // Each entry is 4,096 bytes and 96 of signer and signature.
+        assert_eq!(s.order.len(), MAX_BYTES / (4096 + 96));
+        assert_eq!(s.set.len(), s.order.len());
     }
 }
