@@ -32,12 +32,16 @@ system, all runs pooled.
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
         [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
         [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
-        [--out results/requests] [--timeline]
+        [--out results/requests] [--timeline] [--tmpfs]
         [--serve-args='--batch-hold 0'] [--get-args=--no-share]
 
 --timeline also writes OUT/<system>[-RUN]-timeline.csv: every 0.5 s the
 server link's rate, the receivers running, the machine's CPU use and, for
 repocast, the server's queue, clients and counters (its /metrics).
+
+--tmpfs puts every system's received files on a tmpfs mounted for the
+run: the lab's hosts share one disk, where thousands of small files a
+second can make file creation itself the bottleneck.
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
@@ -202,7 +206,7 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline
 pid {work}/nginx.pid;
 error_log {work}/nginx.err;
 events {{ worker_connections 4096; }}
-http {{ access_log off; sendfile on; tcp_nopush on;
+http {{ access_log off; sendfile on; tcp_nopush on; send_timeout 600s; keepalive_timeout 600s;
   server {{ listen {SRV}:8080; root {repo}; }} }}
 daemon off;
 """)

@@ -12,9 +12,9 @@
 //!
 //! Only successes are remembered, as the signer, the signature and every
 //! signed byte: a hit means exactly these bytes verified under
-//! exactly this key, and a forgery is checked (and refused) every time,
-//! so it can neither pass nor push anything out but genuine entries'
-//! turn. Clones share one memory (the endpoints of one receiver).
+//! exactly this key, and a forgery is checked (and refused) every time
+//! and never enters the memory. Clones share one memory (the endpoints
+//! of one receiver).
 
 use super::{AuthError, PublicKey, SIGNATURE_LEN};
 use crate::hash::FxHasher;

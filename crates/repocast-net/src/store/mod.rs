@@ -420,9 +420,10 @@ impl BlockStore for Store {
         p.tmp = tmp;
         p.journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut have = Vec::new();
-        if let Ok(j) = fs::read(&p.journal_path) {
+        let journal = fs::read(&p.journal_path).ok();
+        if let Some(j) = &journal {
             let mut buf = Vec::new();
-            let listed = match read_journal(&j) {
+            let listed = match read_journal(j) {
                 Some((hash, size, blocks)) if hash == m.hash && size == m.size => blocks,
                 _ => Vec::new(),
             };
@@ -442,7 +443,9 @@ impl BlockStore for Store {
             self.lent += have.iter().filter(|b| seeded.contains(b)).count() as u64;
         }
         if have.is_empty() {
-            let _ = fs::remove_file(&p.journal_path);
+            if journal.is_some() {
+                let _ = fs::remove_file(&p.journal_path);
+            }
         } else {
             p.journal = Some(open_journal(&p.journal_path, &m.hash, m.size)?);
         }
