@@ -158,11 +158,11 @@ mod tests {
     use repocast_core::wire::ManifestEntry;
 
     fn item() -> (Vec<u8>, ManifestEntry, Layout) {
-        super::super::fixture::two_blocks(ItemId(1))
+        super::super::tests::fixture::two_blocks(ItemId(1))
     }
 
     fn write(st: &mut Store, data: &[u8], layout: &Layout, b: u32) {
-        let bytes = super::super::fixture::block(data, layout, b);
+        let bytes = super::super::tests::fixture::block(data, layout, b);
         st.write_block(ItemId(1), b, layout.block_offset(b), bytes)
             .expect("written");
     }

@@ -1,0 +1,230 @@
+//! The store's tests, and the small item they (and `share`'s tests)
+//! share ([`fixture`]).
+
+/// A small item for the store's tests.
+pub(super) mod fixture {
+    use super::super::*;
+    use repocast_core::fec::CodeKind;
+    use repocast_core::wire::FecParams;
+
+    /// Block `b` of `data`.
+    pub fn block<'a>(data: &'a [u8], layout: &Layout, b: u32) -> &'a [u8] {
+        let at = layout.block_offset(b) as usize;
+        &data[at..at + layout.block_len(b) as usize]
+    }
+
+    /// A 100-byte item named `d/f` of two blocks (64 and 36 bytes): its
+    /// bytes, manifest and layout.
+    pub fn two_blocks(item: ItemId) -> (Vec<u8>, ManifestEntry, Layout) {
+        let data: Vec<u8> = (0..100u32).map(|i| (i * 13 + 5) as u8).collect();
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 16,
+            max_block_symbols: 4,
+        };
+        let layout = Layout::new(100, &fec).expect("layout");
+        let m = ManifestEntry {
+            item,
+            name: "d/f".into(),
+            size: 100,
+            hash: *blake3::hash(&data).as_bytes(),
+            fec,
+            block_hashes: (0..2)
+                .map(|b| *blake3::hash(block(&data, &layout, b)).as_bytes())
+                .collect(),
+        };
+        (data, m, layout)
+    }
+}
+
+use super::*;
+
+#[test]
+fn names_that_leave_the_directory_are_refused() {
+    let root = Path::new("/out");
+    assert_eq!(
+        safe_path(root, "a/b.txt").ok(),
+        Some(PathBuf::from("/out/a/b.txt"))
+    );
+    for bad in [
+        "",
+        "/etc/passwd",
+        "../x",
+        "a/../../x",
+        "a//b",
+        "./a",
+        "a/.",
+        ".repocast/partial/x",
+        "a\\..\\b",
+        "a\0b",
+    ] {
+        assert!(safe_path(root, bad).is_err(), "{bad:?}");
+    }
+    assert!(safe_path(root, &"a/".repeat(100)).is_err());
+}
+
+/// A written block is in the journal at once, so a store dropped
+/// without closing (a killed client) resumes it; a block the journal
+/// names whose bytes are not there (a power loss took them) is not
+/// kept; the rest written, the file finishes verified and byte for
+/// byte.
+#[test]
+fn written_blocks_are_journaled_and_resume() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(3));
+    assert_eq!(layout.blocks(), 2);
+    let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
+    st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))
+        .expect("written");
+    drop(st);
+    // Block 0 named in the journal, its place still zeros.
+    let partial = dir.path().join(STATE_DIR).join("partial");
+    let journal = fs::read_dir(&partial)
+        .expect("partial dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "journal"))
+        .expect("a journal");
+    let mut j = OpenOptions::new()
+        .append(true)
+        .open(&journal)
+        .expect("journal");
+    j.write_all(&0u32.to_le_bytes()).expect("append");
+    drop(j);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert_eq!(
+        st.held("d/f").map(|h| h.blocks),
+        Some(vec![0, 1]),
+        "as listed"
+    );
+    // Opening checks each against its hash: only block 1 is kept.
+    assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b == vec![1]));
+    st.write_block(ItemId(3), 0, 0, &block(0)).expect("written");
+    assert!(st.finish(ItemId(3)).expect("finished"), "verified");
+    assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
+}
+
+/// The files under `OUT/.repocast/partial/`, by extension.
+fn partial_files(root: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(root.join(STATE_DIR).join("partial"))
+        .expect("partial dir")
+        .flatten()
+        .filter_map(|e| {
+            e.path()
+                .extension()
+                .map(|x| x.to_string_lossy().into_owned())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// An item costs one partial file (its own lock) and a journal only
+/// for the blocks before its last: the last is renamed into place at
+/// once, and nothing is left behind.
+#[test]
+fn an_item_journals_all_but_its_last_block_and_leaves_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(3));
+    let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
+    assert_eq!(partial_files(dir.path()), ["part"]);
+    st.write_block(ItemId(3), 1, layout.block_offset(1), &block(1))
+        .expect("written");
+    assert_eq!(partial_files(dir.path()), ["journal", "part"]);
+    st.write_block(ItemId(3), 0, 0, &block(0)).expect("written");
+    let journal = fs::read_dir(dir.path().join(STATE_DIR).join("partial"))
+        .expect("partial dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "journal"))
+        .expect("a journal");
+    let listed = read_journal(&fs::read(journal).expect("journal")).map(|j| j.2);
+    assert_eq!(listed, Some(vec![1]), "the last block is not journaled");
+    assert!(st.finish(ItemId(3)).expect("finished"), "verified");
+    assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
+    assert!(partial_files(dir.path()).is_empty());
+}
+
+/// Two stores into one folder after the same item each hold a partial
+/// file of their own; once one is gone its file is free again.
+#[test]
+fn stores_into_one_folder_never_share_a_partial() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(3));
+    let mut a = Store::new(dir.path()).expect("store");
+    let mut b = Store::new(dir.path()).expect("store");
+    assert!(a.open(&m).is_ok() && b.open(&m).is_ok());
+    let tmp = |s: &Store| s.items[&ItemId(3)].tmp.clone();
+    assert_ne!(tmp(&a), tmp(&b));
+    assert_eq!(partial_files(dir.path()), ["part", "part"]);
+    let first = tmp(&a);
+    a.write_block(
+        ItemId(3),
+        1,
+        layout.block_offset(1),
+        fixture::block(&data, &layout, 1),
+    )
+    .expect("written");
+    drop(a);
+    // A store after `a` takes its partial, and resumes its block.
+    let mut c = Store::new(dir.path()).expect("store");
+    assert!(matches!(c.open(&m), Ok(Resume::Blocks(v)) if v == vec![1]));
+    assert_eq!(tmp(&c), first);
+}
+
+/// Spilled symbols go in their block's own place while whole symbols
+/// fit there, the rest to the side file; all come back, in order,
+/// once; the block's place is then free for the next spill.
+#[test]
+fn spilled_symbols_go_in_their_blocks_place_and_overflow_aside() {
+    use repocast_core::fec::CodeKind;
+    use repocast_core::wire::FecParams;
+    let dir = tempfile::tempdir().expect("tmp");
+    let mut st = Store::new(dir.path()).expect("store");
+    let fec = FecParams {
+        code: CodeKind::RaptorQ,
+        symbol_size: 16,
+        max_block_symbols: 4,
+    };
+    // Blocks of 4 symbols (64 bytes); the last, 40 bytes, has room
+    // for 2 whole symbols.
+    let m = ManifestEntry {
+        item: ItemId(0),
+        name: "f".into(),
+        size: 104,
+        hash: [0; 32],
+        fec,
+        block_hashes: vec![[0; 32]; 2],
+    };
+    assert!(matches!(st.open(&m), Ok(Resume::Blocks(_))));
+    let sym = |i: u32| (i, vec![i as u8; 16]);
+    let side = |st: &Store| st.items[&ItemId(0)].spill.is_some();
+    st.spill(ItemId(0), 0, &[sym(1), sym(2)]).expect("spill");
+    st.spill(ItemId(0), 0, &[sym(9)]).expect("spill");
+    assert!(!side(&st), "three symbols fit block 0's place");
+    st.spill(ItemId(0), 1, &[sym(3), sym(4), sym(5)])
+        .expect("spill");
+    assert!(side(&st), "the third of block 1 does not fit");
+    assert!(st.is_spilled(ItemId(0), 0) && st.is_spilled(ItemId(0), 1));
+    assert_eq!(
+        st.unspill(ItemId(0), 0).expect("back"),
+        vec![sym(1), sym(2), sym(9)]
+    );
+    assert_eq!(
+        st.unspill(ItemId(0), 1).expect("back"),
+        vec![sym(3), sym(4), sym(5)]
+    );
+    assert!(!st.is_spilled(ItemId(0), 0));
+    assert_eq!(st.unspill(ItemId(0), 0).expect("nothing"), Vec::new());
+    assert_eq!(
+        st.items[&ItemId(0)].spill_len,
+        0,
+        "the side file starts over"
+    );
+    st.spill(ItemId(0), 0, &[sym(7)]).expect("again");
+    assert_eq!(st.unspill(ItemId(0), 0).expect("back"), vec![sym(7)]);
+}
