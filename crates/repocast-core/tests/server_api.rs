@@ -539,3 +539,47 @@ fn the_hold_engages_after_sustained_load_and_idles_only_if_asked() {
     assert_eq!(next(3, false, &apart), Some((9, ItemId(1))));
     assert_eq!(next(3, true, &apart), Some((9, ItemId(1))));
 }
+
+/// A driver that wakes later than the pacing asks (a timer's granularity,
+/// a busy CPU) is owed the slots it missed, within the burst, across
+/// transmissions as within one: three 10-packet items back to back at 1
+/// ms a packet, polled every 7 ms, have all gone out by the poll after
+/// their 30th slot (35 ms). Starting each transmission afresh at the poll
+/// lost the lag at every boundary (the last packet went at 42 ms).
+#[test]
+fn a_late_driver_keeps_the_rate_across_transmissions() {
+    let mut s = server("FEC(0)+R(0)");
+    let a = s.handle_connect(Instant::ZERO);
+    s.handle_client_msg(
+        Instant::ZERO,
+        a,
+        ClientMsg::Request {
+            items: (0..3).map(|i| ItemSel::Id(ItemId(i))).collect(),
+        },
+    );
+    let (mut sent, mut last) = (0, None);
+    let mut now = Instant::ZERO;
+    while now < Instant::ZERO + Duration::from_millis(100) {
+        let (_, _, data) = drain(&mut s, now);
+        if data > 0 {
+            sent += data;
+            last = Some(now);
+        }
+        now = now + Duration::from_millis(7);
+    }
+    assert_eq!(sent, 30);
+    assert_eq!(last, Some(Instant::ZERO + Duration::from_millis(35)));
+    // After the link has been idle for longer than a burst, the next
+    // transmission starts at the poll, not with a burst of old slots.
+    let later = Instant::ZERO + Duration::from_secs(1);
+    let b = s.handle_connect(later);
+    s.handle_client_msg(
+        later,
+        b,
+        ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(0))],
+        },
+    );
+    let (_, _, data) = drain(&mut s, later);
+    assert_eq!(data, 1, "one packet at the poll, the rest paced");
+}

@@ -151,6 +151,9 @@ pub struct Server {
     outbox: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
     next_send: Instant,
+    /// Whether the link has had nothing to send since its last
+    /// transmission ended (the next one then starts its pacing afresh).
+    link_idle: bool,
     /// The batching hold keeps every waiting item back until this time,
     /// decided when the demand table's change counter had this value.
     hold_until: Option<(Instant, u64)>,
@@ -231,6 +234,7 @@ impl Server {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             next_send: Instant::ZERO,
+            link_idle: true,
             hold_until: None,
             held_since: None,
             loaded_since: None,
@@ -372,6 +376,8 @@ impl Server {
             if let Some(t) = self.outbox.pop_front() {
                 return Some(t);
             }
+            // Nothing to send at `now`: the link idles (see `start`).
+            self.link_idle |= self.current.is_none();
         }
         if now < self.next_send {
             return None;
@@ -819,9 +825,20 @@ impl Server {
         } else {
             self.current = Some(t);
         }
-        if self.next_send < now {
-            self.next_send = now;
+        // The pacing carries over from one transmission to the next: a
+        // driver that woke late (timer granularity, a busy CPU) still owes
+        // the link the slots it missed, up to a burst, as within a
+        // transmission ([`next_slot`]). A link that had nothing to send
+        // starts afresh at `now`: idle time earns no burst. (Starting
+        // every transmission at `now` lost up to a timer tick per
+        // transmission: a tenth of the link on a repository of small
+        // files.)
+        let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
+        let floor = now.as_nanos().saturating_sub(burst.as_nanos() as u64);
+        if self.link_idle || self.next_send.as_nanos() < floor {
+            self.next_send = self.next_send.max(now);
         }
+        self.link_idle = false;
     }
 }
 
