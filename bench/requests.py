@@ -23,7 +23,8 @@ each system in one run:
 Per request: delay from its start to the last file on disk, checked
 byte-for-byte against the original afterwards. Per system: ok, mean,
 median, p95, max, bytes on the server's link, CPU seconds of the server
-and of the receivers. Writes OUT/summary.md and OUT/<system>.csv, and the
+and of the receivers. Writes OUT/summary.md and OUT/<system>.csv (per
+request: host, arrival, delay, ok, the command's exit code), and the
 fluid references computed from the same workload. With --runs N every
 system runs N times (alternating) and the table gives each figure's median
 over the runs; OUT/delays.svg charts the delay distribution (CDF) per
@@ -438,10 +439,10 @@ def main():
                     if os.path.exists(os.path.join(work, "nginx.conf")):
                         os.remove(os.path.join(work, "nginx.conf"))
                 with open(os.path.join(a.out, f"{system}{suffix}.csv"), "w") as f:
-                    f.write("request,host,arrival_s,delay_s,ok\n")
+                    f.write("request,host,arrival_s,delay_s,ok,exit\n")
                     for k in sorted(rows):
                         r = rows[k]
-                        f.write(f"{k},{r['host']},{r['at']:.3f},{r['delay']:.3f},{int(r['ok'])}\n")
+                        f.write(f"{k},{r['host']},{r['at']:.3f},{r['delay']:.3f},{int(r['ok'])},{r['rc']}\n")
                 ok = sum(1 for r in rows.values() if r["ok"])
                 failures += len(requests) - ok
                 # A request cut off at --limit counts at the limit.
