@@ -569,7 +569,7 @@ fn a_late_driver_keeps_the_rate_across_transmissions() {
     }
     assert_eq!(sent, 30);
     assert_eq!(last, Some(Instant::ZERO + Duration::from_millis(35)));
-    // After the link has been idle for longer than a burst, the next
+    // After the link had nothing to send (here for a second), the next
     // transmission starts at the poll, not with a burst of old slots.
     let later = Instant::ZERO + Duration::from_secs(1);
     let b = s.handle_connect(later);
