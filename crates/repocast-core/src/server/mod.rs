@@ -833,9 +833,7 @@ impl Server {
         // every transmission at `now` lost up to a timer tick per
         // transmission: a tenth of the link on a repository of small
         // files.)
-        let burst = self.cfg.packet_interval * self.cfg.burst.max(1);
-        let floor = now.as_nanos().saturating_sub(burst.as_nanos() as u64);
-        if self.link_idle || self.next_send.as_nanos() < floor {
+        if self.link_idle || self.next_send < burst_floor(&self.cfg, now) {
             self.next_send = self.next_send.max(now);
         }
         self.link_idle = false;
@@ -845,9 +843,13 @@ impl Server {
 /// The pacing's next send time after one more packet at `now`: one
 /// interval on, never more than a burst behind `now`.
 fn next_slot(cfg: &ServerConfig, next_send: Instant, now: Instant) -> Instant {
+    next_send.max(burst_floor(cfg, now)) + cfg.packet_interval
+}
+
+/// The earliest send time the pacing keeps at `now`: a burst behind it.
+fn burst_floor(cfg: &ServerConfig, now: Instant) -> Instant {
     let burst = cfg.packet_interval * cfg.burst.max(1);
-    let floor = Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64));
-    next_send.max(floor) + cfg.packet_interval
+    Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64))
 }
 
 /// The driver's source with every whole block it reads checked against
