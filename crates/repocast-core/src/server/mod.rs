@@ -12,6 +12,7 @@ pub mod config;
 mod early;
 pub mod encoders;
 mod fcast;
+mod pacing;
 mod rekey;
 mod reports;
 pub mod spool;
@@ -150,10 +151,7 @@ pub struct Server {
     next_tid: u32,
     outbox: VecDeque<Transmit>,
     events: VecDeque<ServerEvent>,
-    next_send: Instant,
-    /// Whether the link has had nothing to send since its last
-    /// transmission ended (the next one then starts its pacing afresh).
-    link_idle: bool,
+    pacer: pacing::Pacer,
     /// The batching hold keeps every waiting item back until this time,
     /// decided when the demand table's change counter had this value.
     hold_until: Option<(Instant, u64)>,
@@ -233,8 +231,7 @@ impl Server {
             next_tid: 1,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
-            next_send: Instant::ZERO,
-            link_idle: true,
+            pacer: pacing::Pacer::new(&cfg),
             hold_until: None,
             held_since: None,
             loaded_since: None,
@@ -376,10 +373,12 @@ impl Server {
             if let Some(t) = self.outbox.pop_front() {
                 return Some(t);
             }
-            // Nothing to send at `now`: the link idles (see `start`).
-            self.link_idle |= self.current.is_none();
+            // Nothing to send at `now`: the link idles.
+            if self.current.is_none() {
+                self.pacer.set_idle();
+            }
         }
-        if now < self.next_send {
+        if !self.pacer.ready(now) {
             return None;
         }
         let cur = self.current.as_mut()?;
@@ -398,7 +397,7 @@ impl Server {
         let next = cur.next(now, iv, self.cfg.session, &st.layout, self.cfg.code, src);
         match next {
             Ok(Some(pkt)) => {
-                self.next_send = next_slot(&self.cfg, self.next_send, now);
+                self.pacer.take(now);
                 self.stats.data_packets += 1;
                 if cur.kind == AnnounceKind::Repair {
                     self.stats.repair_packets += 1;
@@ -425,7 +424,7 @@ impl Server {
     /// for each datagram the endpoint adds to the data channel (a signed
     /// symbol batch), so the configured rate holds for all of them.
     pub fn take_slot(&mut self, now: Instant) {
-        self.next_send = next_slot(&self.cfg, self.next_send, now);
+        self.pacer.take(now);
     }
 
     /// When the server next wants [`Server::poll_transmit`] called (pacing),
@@ -447,9 +446,9 @@ impl Server {
                     && self.repairs.is_empty()
                     && changes == self.demand.changes() =>
             {
-                until.max(self.next_send)
+                until.max(self.pacer.next_send())
             }
-            _ => self.next_send,
+            _ => self.pacer.next_send(),
         };
         [busy.then_some(send), report].into_iter().flatten().min()
     }
@@ -825,31 +824,10 @@ impl Server {
         } else {
             self.current = Some(t);
         }
-        // The pacing carries over from one transmission to the next: a
-        // driver that woke late (timer granularity, a busy CPU) still owes
-        // the link the slots it missed, up to a burst, as within a
-        // transmission ([`next_slot`]). A link that had nothing to send
-        // starts afresh at `now`: idle time earns no burst. (Starting
-        // every transmission at `now` lost up to a timer tick per
-        // transmission: a tenth of the link on a repository of small
-        // files.)
-        if self.link_idle || self.next_send < burst_floor(&self.cfg, now) {
-            self.next_send = self.next_send.max(now);
-        }
-        self.link_idle = false;
+        // The pacing carries over from the last transmission unless the
+        // link idled ([`pacing`]).
+        self.pacer.start(now);
     }
-}
-
-/// The pacing's next send time after one more packet at `now`: one
-/// interval on, never more than a burst behind `now`.
-fn next_slot(cfg: &ServerConfig, next_send: Instant, now: Instant) -> Instant {
-    next_send.max(burst_floor(cfg, now)) + cfg.packet_interval
-}
-
-/// The earliest send time the pacing keeps at `now`: a burst behind it.
-fn burst_floor(cfg: &ServerConfig, now: Instant) -> Instant {
-    let burst = cfg.packet_interval * cfg.burst.max(1);
-    Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64))
 }
 
 /// The driver's source with every whole block it reads checked against

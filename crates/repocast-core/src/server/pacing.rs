@@ -1,0 +1,145 @@
+//! The server's pacing: when the next data packet may go, so the link
+//! carries the configured rate and no more.
+//!
+//! A token bucket of [`ServerConfig::burst`] packet slots over
+//! [`ServerConfig::packet_interval`]: a driver that wakes late (timer
+//! granularity, a busy CPU) still owes the link the slots it missed, up to
+//! a burst, and catches up on them at once. The bucket carries over from
+//! one transmission to the next; only a link that had nothing to send
+//! starts afresh, so idle time earns no burst. (Starting every
+//! transmission at the poll lost up to a timer tick per transmission: a
+//! tenth of the link on a repository of small files.) Owned by
+//! [`super::Server`]; no clock of its own, `now` comes in.
+
+use super::ServerConfig;
+use crate::Instant;
+use std::time::Duration;
+
+/// The pacing state of one server.
+#[derive(Debug, Clone)]
+pub(super) struct Pacer {
+    interval: Duration,
+    burst: u32,
+    next_send: Instant,
+    /// Whether the link has had nothing to send since its last
+    /// transmission ended.
+    idle: bool,
+}
+
+impl Pacer {
+    /// Pacing at `cfg`'s packet interval and burst, the link idle.
+    pub(super) fn new(cfg: &ServerConfig) -> Self {
+        Pacer {
+            interval: cfg.packet_interval,
+            burst: cfg.burst.max(1),
+            next_send: Instant::ZERO,
+            idle: true,
+        }
+    }
+
+    /// When the next packet may go.
+    pub(super) fn next_send(&self) -> Instant {
+        self.next_send
+    }
+
+    /// Whether a packet may go at `now`.
+    pub(super) fn ready(&self, now: Instant) -> bool {
+        now >= self.next_send
+    }
+
+    /// One packet slot used at `now`: one interval on, never more than a
+    /// burst behind `now`.
+    pub(super) fn take(&mut self, now: Instant) {
+        self.next_send = self.next_send.max(self.burst_floor(now)) + self.interval;
+    }
+
+    /// The link had nothing to send at some poll: the next transmission
+    /// starts its pacing afresh.
+    pub(super) fn set_idle(&mut self) {
+        self.idle = true;
+    }
+
+    /// A transmission starts at `now`: it keeps the slots owed from the
+    /// last one (up to a burst) unless the link was idle.
+    pub(super) fn start(&mut self, now: Instant) {
+        if self.idle || self.next_send < self.burst_floor(now) {
+            self.next_send = self.next_send.max(now);
+        }
+        self.idle = false;
+    }
+
+    /// The earliest send time kept at `now`: a burst behind it.
+    fn burst_floor(&self, now: Instant) -> Instant {
+        let burst = self.interval * self.burst;
+        Instant::from_nanos(now.as_nanos().saturating_sub(burst.as_nanos() as u64))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pacer(burst: u32) -> Pacer {
+        Pacer::new(&ServerConfig {
+            packet_interval: Duration::from_millis(1),
+            burst,
+            ..ServerConfig::default()
+        })
+    }
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_nanos(n * 1_000_000)
+    }
+
+    /// Sends one packet per poll while the pacer allows, polling every
+    /// `every` ms from `from` until `n` have gone; returns the last send.
+    fn send(p: &mut Pacer, from: u64, every: u64, n: u32) -> Instant {
+        let (mut now, mut sent) = (ms(from), 0);
+        loop {
+            while p.ready(now) {
+                p.take(now);
+                sent += 1;
+                if sent == n {
+                    return now;
+                }
+            }
+            now = now + Duration::from_millis(every);
+        }
+    }
+
+    #[test]
+    fn a_late_poll_catches_up_within_the_burst_and_no_further() {
+        let mut p = pacer(5);
+        p.start(ms(0));
+        // Polled every 3 ms: three slots owed at each poll, all kept.
+        assert_eq!(send(&mut p, 0, 3, 10), ms(9));
+        // Polled 20 ms late: only the 5 slots of the burst are owed.
+        let mut q = pacer(5);
+        q.start(ms(0));
+        assert_eq!(send(&mut q, 20, 20, 6), ms(20));
+        assert!(!q.ready(ms(20)) && q.ready(ms(21)));
+    }
+
+    #[test]
+    fn the_bucket_carries_over_between_transmissions_but_not_over_idle() {
+        let mut p = pacer(10);
+        p.start(ms(0));
+        send(&mut p, 0, 7, 5);
+        // The next transmission starts at a late poll: it keeps what the
+        // last one was owed (its next slot is behind the poll).
+        let owed = p.next_send();
+        p.start(ms(7));
+        assert_eq!(p.next_send(), owed);
+        assert!(owed < ms(7));
+        // After an idle poll the next transmission starts at its poll.
+        p.set_idle();
+        p.start(ms(8));
+        assert_eq!(p.next_send(), ms(8));
+        // A start long after the last slot never bursts past the bucket.
+        let mut q = pacer(10);
+        q.start(ms(0));
+        q.take(ms(0));
+        q.start(ms(500));
+        assert_eq!(q.next_send(), ms(500));
+    }
+}
