@@ -91,13 +91,20 @@ def plan(bin_dir, seed, loss, hosts, rate, duration, shape):
 
 
 def tx_bytes(name):
+    """Bytes the server's link has carried: what left its rate cap (the
+    lab's ifb, NAMEq: packets the cap dropped never reached the bridge),
+    or what left the server when there is no cap."""
+    cap = f"/sys/class/net/{name}q/statistics/tx_bytes"
+    if os.path.exists(cap):
+        return int(open(cap).read().strip())
     r = sh(*in_host(name, "srv", "cat", "/sys/class/net/eth0/statistics/tx_bytes"))
     return int(r.stdout.strip())
 
 
 def qdisc(name):
-    """The server link's queue (its tbf): bytes waiting and packets dropped."""
-    r = sh(*in_host(name, "srv", "tc", "-s", "qdisc", "show", "dev", "eth0"))
+    """The server link's queue (the tbf of its rate cap, on the lab's ifb
+    NAMEq): bytes waiting and packets dropped."""
+    r = sh("tc", "-s", "qdisc", "show", "dev", f"{name}q")
     m = re.search(r"dropped (\d+).*?backlog (\d+)([KMG]?)b", r.stdout, re.S)
     if not m:
         return 0, 0

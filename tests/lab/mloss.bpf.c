@@ -2,6 +2,8 @@
 // A tc direct-action classifier; lab.sh compiles it once per loss rate with
 // -DLOSS_Q24=<loss x 2^24> and attaches it to a link's ingress. Everything
 // that is not IPv4 to 224.0.0.0/4 passes untouched (TCP, unicast, ARP).
+// A packet kept is handed on (TC_ACT_UNSPEC): to the link's next filter if
+// it has one (the server's rate cap, lab.sh), else up the stack.
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 
@@ -20,14 +22,14 @@ int mloss(struct __sk_buff *skb)
      * IP header: bytes 12-13 are the EtherType, byte 30 the first byte of
      * the destination address. */
     if (p + 34 > end)
-        return TC_ACT_OK;
+        return TC_ACT_UNSPEC;
     if (p[12] != 0x08 || p[13] != 0x00)
-        return TC_ACT_OK;
+        return TC_ACT_UNSPEC;
     if ((p[30] & 0xF0) != 0xE0)
-        return TC_ACT_OK;
+        return TC_ACT_UNSPEC;
     if ((prandom() >> 8) < (unsigned int)LOSS_Q24)
         return TC_ACT_SHOT;
-    return TC_ACT_OK;
+    return TC_ACT_UNSPEC;
 }
 
 char _license[] __attribute__((section("license"), used)) = "GPL";
