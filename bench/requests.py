@@ -104,7 +104,10 @@ def tx_bytes(name):
 def qdisc(name):
     """The server link's queue (the tbf of its rate cap, on the lab's ifb
     NAMEq): bytes waiting and packets dropped."""
-    r = sh("tc", "-s", "qdisc", "show", "dev", f"{name}q")
+    if os.path.exists(f"/sys/class/net/{name}q"):
+        r = sh("tc", "-s", "qdisc", "show", "dev", f"{name}q")
+    else:  # a lab without ifb caps the server's own eth0
+        r = sh(*in_host(name, "srv", "tc", "-s", "qdisc", "show", "dev", "eth0"))
     m = re.search(r"dropped (\d+).*?backlog (\d+)([KMG]?)b", r.stdout, re.S)
     if not m:
         return 0, 0
