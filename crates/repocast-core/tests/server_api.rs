@@ -56,6 +56,13 @@ fn drain(
     (ann, ctl, data)
 }
 
+/// A new request connection at `at` asking for `items`; returns its id.
+fn ask(s: &mut Server, at: Instant, items: Vec<ItemSel>) -> ClientId {
+    let c = s.handle_connect(at);
+    s.handle_client_msg(at, c, ClientMsg::Request { items });
+    c
+}
+
 fn nak(t: u32, item: u32, count: u32) -> ClientMsg {
     ClientMsg::Nak(NakRepr {
         transmission: TransmissionId(t),
@@ -119,17 +126,14 @@ fn nak_window_widens_under_load_and_is_announced() {
 #[test]
 fn forged_and_unknown_requests_are_refused_and_counted() {
     let mut s = server("FEC(0)+R(inf)");
-    let c = s.handle_connect(Instant::ZERO);
-    s.handle_client_msg(
+    let c = ask(
+        &mut s,
         Instant::ZERO,
-        c,
-        ClientMsg::Request {
-            items: vec![
-                ItemSel::Name("nope".into()),
-                ItemSel::Id(ItemId(99)),
-                ItemSel::Name("f1".into()),
-            ],
-        },
+        vec![
+            ItemSel::Name("nope".into()),
+            ItemSel::Id(ItemId(99)),
+            ItemSel::Name("f1".into()),
+        ],
     );
     let (_, ctl, _) = drain(&mut s, Instant::ZERO);
     let failed = ctl
@@ -221,14 +225,7 @@ fn done_and_disconnect_clear_demand() {
 #[test]
 fn a_receiver_that_never_reports_gets_the_item_rescheduled() {
     let mut s = server("FEC(0)+R(inf)");
-    let a = s.handle_connect(Instant::ZERO);
-    s.handle_client_msg(
-        Instant::ZERO,
-        a,
-        ClientMsg::Request {
-            items: vec![ItemSel::Id(ItemId(1))],
-        },
-    );
+    let a = ask(&mut s, Instant::ZERO, vec![ItemSel::Id(ItemId(1))]);
     let mut now = Instant::ZERO;
     for _ in 0..20 {
         drain(&mut s, now);
@@ -264,14 +261,7 @@ fn a_receiver_that_never_reports_gets_the_item_rescheduled() {
 #[test]
 fn a_nak_cannot_ask_for_more_than_the_block_holds() {
     let mut s = server("FEC(0)+R(inf)");
-    let c = s.handle_connect(Instant::ZERO);
-    s.handle_client_msg(
-        Instant::ZERO,
-        c,
-        ClientMsg::Request {
-            items: vec![ItemSel::Id(ItemId(1))],
-        },
-    );
+    let c = ask(&mut s, Instant::ZERO, vec![ItemSel::Id(ItemId(1))]);
     drain(&mut s, Instant::from_millis(100));
     // f1 is 640 bytes of 64-byte symbols: one block of k = 10.
     s.handle_client_msg(Instant::from_millis(100), c, nak(1, 1, 11));
@@ -464,19 +454,17 @@ fn a_held_server_sleeps_until_the_hold_ends_and_wakes_for_news() {
     cfg.batch_hold_idle = true;
     let mut s = Server::new(cfg, three_items()).expect("server");
     let ms = |n: u64| Instant::from_micros(n * 1000);
-    let ask = |s: &mut Server, at: Instant, item: u32| {
-        let c = s.handle_connect(at);
-        let items = vec![ItemSel::Id(ItemId(item))];
-        s.handle_client_msg(at, c, ClientMsg::Request { items });
+    let ask_for = |s: &mut Server, at: Instant, item: u32| {
+        ask(s, at, vec![ItemSel::Id(ItemId(item))]);
     };
-    ask(&mut s, ms(0), 0);
-    ask(&mut s, ms(0), 1);
+    ask_for(&mut s, ms(0), 0);
+    ask_for(&mut s, ms(0), 1);
     assert_eq!(drain(&mut s, ms(0)).2, 0);
     assert_eq!(s.poll_timeout(), Some(Instant::from_micros(7_500)));
     assert_eq!(s.stats().holds, 1);
     // A third item at 1 ms: the server must decide again now, and every
     // hold is longer (0.75 x 20 ms of other items).
-    ask(&mut s, ms(1), 2);
+    ask_for(&mut s, ms(1), 2);
     assert!(s.poll_timeout().is_some_and(|t| t <= ms(1)));
     assert_eq!(drain(&mut s, ms(1)).2, 0);
     assert_eq!(s.poll_timeout(), Some(ms(15)));
@@ -507,16 +495,14 @@ fn the_hold_engages_after_sustained_load_and_idles_only_if_asked() {
         cfg.batch_hold_idle = idle;
         let mut s = Server::new(cfg, three_items()).expect("server");
         let ms = |n: u64| Instant::from_micros(n * 1000);
-        let ask = |s: &mut Server, at: u64, item: u32| {
-            let c = s.handle_connect(ms(at));
-            let items = vec![ItemSel::Id(ItemId(item))];
-            s.handle_client_msg(ms(at), c, ClientMsg::Request { items });
+        let ask_for = |s: &mut Server, at: u64, item: u32| {
+            ask(s, ms(at), vec![ItemSel::Id(ItemId(item))]);
         };
-        ask(&mut s, 0, 0);
+        ask_for(&mut s, 0, 0);
         assert_eq!(drain(&mut s, ms(0)).2, 1);
         for t in 1..=40 {
             for &(_, item) in asks.iter().filter(|a| a.0 == t) {
-                ask(&mut s, t, item);
+                ask_for(&mut s, t, item);
             }
             let (ann, _, _) = drain(&mut s, ms(t));
             if let Some(a) = ann.iter().find(|a| a.item != ItemId(0)) {
@@ -549,13 +535,10 @@ fn the_hold_engages_after_sustained_load_and_idles_only_if_asked() {
 #[test]
 fn a_late_driver_keeps_the_rate_across_transmissions() {
     let mut s = server("FEC(0)+R(0)");
-    let a = s.handle_connect(Instant::ZERO);
-    s.handle_client_msg(
+    ask(
+        &mut s,
         Instant::ZERO,
-        a,
-        ClientMsg::Request {
-            items: (0..3).map(|i| ItemSel::Id(ItemId(i))).collect(),
-        },
+        (0..3).map(|i| ItemSel::Id(ItemId(i))).collect(),
     );
     let (mut sent, mut last) = (0, None);
     let mut now = Instant::ZERO;
@@ -572,14 +555,7 @@ fn a_late_driver_keeps_the_rate_across_transmissions() {
     // After the link had nothing to send (here for a second), the next
     // transmission starts at the poll, not with a burst of old slots.
     let later = Instant::ZERO + Duration::from_secs(1);
-    let b = s.handle_connect(later);
-    s.handle_client_msg(
-        later,
-        b,
-        ClientMsg::Request {
-            items: vec![ItemSel::Id(ItemId(0))],
-        },
-    );
+    ask(&mut s, later, vec![ItemSel::Id(ItemId(0))]);
     let (_, _, data) = drain(&mut s, later);
     assert_eq!(data, 1, "one packet at the poll, the rest paced");
 }
