@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::endpoint::Channel;
-use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Event, Want};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 use repocast_core::Instant;
@@ -32,7 +32,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         while ep.poll_transmit(&mut buf) {}
-        while ep.poll_event().is_some() {}
+        while let Some(e) = ep.poll_event() {
+            if let Event::Join(_) = e {
+                ep.joined(now);
+            }
+        }
     }
     for o in ep.outcomes() {
         assert!(want.contains(&o.name));

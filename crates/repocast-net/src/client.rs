@@ -230,7 +230,7 @@ async fn drive<S: BlockStore>(
                 ep.handle_close(core_now(start));
             }
         }
-        let mut changed = false;
+        let (mut changed, mut joined) = (false, false);
         while let Some(ev) = ep.poll_event() {
             match ev {
                 Progress::Join(ch) => {
@@ -239,6 +239,8 @@ async fn drive<S: BlockStore>(
                         filter = None;
                         changed = true;
                     }
+                    ep.joined(core_now(start));
+                    joined = true;
                 }
                 Progress::Bytes { .. } => {
                     if let Some(tx) = progress {
@@ -263,6 +265,10 @@ async fn drive<S: BlockStore>(
         }
         if ep.is_finished() {
             return Ok(groups);
+        }
+        if joined {
+            // On the groups: the request goes out now.
+            continue;
         }
         let deadline = crate::sleep_target(ep.poll_timeout(), start);
         tokio::select! {

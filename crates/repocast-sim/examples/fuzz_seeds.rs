@@ -6,7 +6,7 @@
 //!     cargo run -p repocast-sim --example fuzz_seeds
 
 use repocast_core::Instant;
-use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Event, Want};
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
@@ -70,7 +70,11 @@ fn main() -> std::io::Result<()> {
                 Some(ch) => client.handle_datagram(now, ch, &buf),
             }
         }
-        while client.poll_event().is_some() {}
+        while let Some(e) = client.poll_event() {
+            if let Event::Join(_) = e {
+                client.joined(now);
+            }
+        }
         if client.is_finished() {
             break;
         }

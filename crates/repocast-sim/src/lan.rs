@@ -89,6 +89,8 @@ struct Node {
     ep: Option<ClientEndpoint<MemoryStore>>,
     conn: Option<ClientId>,
     joined: bool,
+    /// Endpoints started so far (a join under way belongs to one).
+    starts: u64,
     loss: LossModel,
     done_at: Option<Instant>,
     /// Multicast datagrams offered to its link while it listened.
@@ -111,6 +113,9 @@ enum Ev {
     Closed(usize),
     /// The receiver finished and closed its connection.
     Left(usize),
+    /// The receiver's join of the groups (of its `starts`-th endpoint)
+    /// takes effect.
+    Joined(usize, u64),
     /// A datagram from outside the server, to every listening receiver.
     Inject(Channel, Vec<u8>),
     /// The server rotates its session key to this one.
@@ -130,6 +135,11 @@ pub struct VirtualLan {
     seq: u64,
     /// One-way delay of the request connection.
     pub control_delay: Duration,
+    /// How long a receiver takes from reading the welcome to hearing the
+    /// groups (its driver's socket calls, the host's IGMP report); a
+    /// request on a host whose shared receiver is on them already hears
+    /// them at once. None by default.
+    pub join_delay: Duration,
     server_loss: LossModel,
     /// Each shared host's link loss.
     host_loss: BTreeMap<usize, LossModel>,
@@ -191,6 +201,7 @@ impl VirtualLan {
             events: BTreeMap::new(),
             seq: 0,
             control_delay: Duration::from_micros(100),
+            join_delay: Duration::ZERO,
             server_loss: LossModel::new(server_loss, seed ^ 0x5e),
             host_loss: BTreeMap::new(),
             host_verified: BTreeMap::new(),
@@ -266,6 +277,7 @@ impl VirtualLan {
             ep: None,
             conn: None,
             joined: false,
+            starts: 0,
             done_at: None,
             offered: 0,
             prior: ClientStats::default(),
@@ -310,6 +322,7 @@ impl VirtualLan {
         n.ep = Some(ClientEndpoint::new(self.now, cfg, store));
         n.conn = Some(conn);
         n.joined = false;
+        n.starts += 1;
         self.by_conn.insert(conn, i);
     }
 
@@ -383,6 +396,13 @@ impl VirtualLan {
                 Ev::ToClient(i, bytes) => {
                     if let Some(ep) = self.nodes[i].ep.as_mut() {
                         ep.handle_stream(now, &bytes);
+                    }
+                }
+                Ev::Joined(i, start) => {
+                    let n = &mut self.nodes[i];
+                    if let Some(ep) = n.ep.as_mut().filter(|_| n.starts == start) {
+                        n.joined = true;
+                        ep.joined(now);
                     }
                 }
                 Ev::Left(i) => {
@@ -476,14 +496,30 @@ impl VirtualLan {
         let mut buf = Vec::new();
         for i in 0..self.nodes.len() {
             let now = self.now;
+            // A shared receiver already on the groups takes a request at once.
+            let on_groups = self.nodes[i].spec.host.is_some_and(|h| {
+                (self.nodes.iter())
+                    .any(|o| o.spec.host == Some(h) && o.joined && o.done_at.is_none())
+            });
+            let delay = if on_groups {
+                Duration::ZERO
+            } else {
+                self.join_delay
+            };
             let n = &mut self.nodes[i];
             let Some(ep) = n.ep.as_mut() else { continue };
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
             }
+            let mut join_at = None;
             while let Some(e) = ep.poll_event() {
                 if let Event::Join(_) = e {
-                    n.joined = true;
+                    if delay.is_zero() {
+                        n.joined = true;
+                        ep.joined(now);
+                    } else {
+                        join_at = Some((now + delay, n.starts));
+                    }
                 }
             }
             let mut frames = Vec::new();
@@ -493,6 +529,9 @@ impl VirtualLan {
             let left = ep.is_finished() && n.done_at.is_none();
             if left {
                 n.done_at = Some(now);
+            }
+            if let Some((at, start)) = join_at {
+                self.schedule(at, Ev::Joined(i, start));
             }
             for f in frames {
                 let at = self.arrival(i, true);

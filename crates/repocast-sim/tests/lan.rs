@@ -173,6 +173,30 @@ fn a_late_joiner_catches_the_transmission_on_air() {
     assert_eq!(st.transmissions - st.repair_transmissions, 1, "{st:?}");
 }
 
+/// A request reaches the server only once its receiver is on the groups.
+/// Before, it went out with the hello: the server started sending the
+/// item while the welcome was on its way and the receiver joining (about
+/// 2 ms for `get`: 17 symbols at 100 Mbit/s), so a lone lossless client
+/// lost the first symbols and needed a NAK round for each small item.
+#[test]
+fn a_request_to_an_idle_server_loses_nothing_to_its_own_join() {
+    let s = seed();
+    let data = items(s);
+    let mut h = lan(s, &data);
+    h.join_delay = Duration::from_millis(2);
+    h.add_client(client(names(&[3]), 0.0, 0));
+    // A second lone request long after the first ended: the link is idle
+    // again and the bucket full.
+    h.add_client(client(names(&[6, 7]), 0.0, 2_000));
+    assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+    assert_verified(&h, &data, s);
+    for (i, r) in h.reports().iter().enumerate() {
+        assert_eq!(r.client.naks, 0, "seed {s}: client {i}: {:?}", r.client);
+    }
+    let st = h.server().server().stats();
+    assert_eq!(st.repair_transmissions, 0, "seed {s}: {st:?}");
+}
+
 /// Requests on one host share its receiver: one that starts part-way
 /// through another's item takes the blocks verified so far and decodes
 /// only the rest; the server is told (a resumed request) and sends the
@@ -250,8 +274,17 @@ fn requests_on_a_host_check_each_signature_once() {
         "seed {s}: {shared} checked on one host against {alone} alone"
     );
     assert!(hits > alone - shared, "seed {s}: {hits} from memory");
-    // Alone, only repeats of an announcement come from memory.
-    assert!(alone_hits < hits, "seed {s}: {alone_hits} against {hits}");
+    // Alone, only repeats of an announcement come from memory (about two
+    // of its three copies); on one host, also what another request there
+    // checked. (Counts, not shares, differ with how many announcements
+    // each run's requests hear.)
+    let share = |checked: u64, hits: u64| hits as f64 / (checked + hits) as f64;
+    assert!(
+        share(alone, alone_hits) < share(shared, hits),
+        "seed {s}: {alone_hits} of {} from memory alone, {hits} of {} on one host",
+        alone + alone_hits,
+        shared + hits
+    );
 }
 
 #[test]
@@ -411,11 +444,14 @@ fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
     assert!(packets[1] < 0.97 * packets[0], "{what}");
     // As shipped, the hold reorders (items just asked for go after those
     // asked for long ago) and never idles, so the tail shortens: seeds
-    // 1-16 give 0.49 to 0.85 of the p95 without it, means 0.68 to 1.054,
-    // packets 0.95 to 1.012 (1,420-byte symbols; at 1,280: 0.53-0.70,
-    // 0.67-1.04).
+    // 1-16 give 0.51 to 0.88 of the p95 without it, means 0.72 to 1.18,
+    // packets 0.94 to 1.002 (1,420-byte symbols, requests sent once the
+    // receiver is on the groups). The mean's top is this seed, the most
+    // lightly loaded (2.4 s without the hold), where the hold gains least:
+    // its ratio moves between 1.04 and 1.16 with the request connection's
+    // delay alone (100-300 us, before requests waited for the join).
     assert!(packets[2] <= 1.02 * packets[0], "{what}");
-    assert!(means[2] < 1.07 * means[0], "{what}");
+    assert!(means[2] < 1.2 * means[0], "{what}");
     assert!(p95s[2] < 0.9 * p95s[0], "{what}");
     let data = items(s);
     let delays = |hold: Hold, wants: &[&[usize]]| -> Vec<Duration> {

@@ -180,11 +180,17 @@ impl Client {
     }
 
     /// Says hello and requests `items` (by id or name).
-    pub fn request(&mut self, _now: Instant, items: Vec<ItemSel>) {
+    pub fn request(&mut self, now: Instant, items: Vec<ItemSel>) {
         self.outbox.push_back(ClientMsg::Hello {
             name: self.cfg.name.clone(),
             token: self.cfg.token.clone(),
         });
+        self.ask(now, items);
+    }
+
+    /// Requests `items` (by id or name) of a server already greeted (the
+    /// endpoint says hello itself, and asks once it can hear the groups).
+    pub fn ask(&mut self, _now: Instant, items: Vec<ItemSel>) {
         self.items.reserve(items.len());
         for sel in &items {
             match sel {

@@ -7,7 +7,8 @@
 //! ([`ClientEndpoint::handle_datagram`]) and the connection's close, wakes
 //! the endpoint at [`ClientEndpoint::poll_timeout`], and after every call
 //! writes the frames of [`ClientEndpoint::poll_transmit`] and acts on
-//! [`ClientEndpoint::poll_event`] (join the groups a welcome names; show
+//! [`ClientEndpoint::poll_event`] (join the groups a welcome names, then
+//! say so with [`ClientEndpoint::joined`]: the request waits for it; show
 //! progress). It stops once [`ClientEndpoint::is_finished`] and the
 //! transmit queue is empty. Every requested item ends verified or failed
 //! with a reason: a server that breaks the protocol, closes, or goes silent
@@ -99,7 +100,11 @@ impl ClientEndpointConfig {
 /// Progress and requests for the driver.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
-    /// The server's welcome: join these groups (once per endpoint).
+    /// The server's welcome: join these groups (once per endpoint), then
+    /// call [`ClientEndpoint::joined`]. The request goes out only then, so
+    /// the server starts no transmission for it before this receiver can
+    /// hear it (a symbol sent in between would be lost to it, and a small
+    /// item would need a NAK round to finish).
     Join(Channels),
     /// An item's manifest: its name and size, and bytes already held.
     Item {
@@ -177,7 +182,13 @@ pub struct ClientEndpoint<S: BlockStore> {
     frames: FrameDecoder,
     out: VecDeque<ClientMsg>,
     events: VecDeque<Event>,
+    /// The welcome's groups went out as [`Event::Join`].
     joined: bool,
+    /// The driver has joined them ([`ClientEndpoint::joined`]).
+    listening: bool,
+    /// Names are recorded but their request is not sent yet (it waits
+    /// for `listening`).
+    unasked: bool,
     /// Names requested (None until the catalogue is in, with `All`).
     names: Option<Vec<String>>,
     /// The same names as a set (a manifest's name is checked against it).
@@ -219,6 +230,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
             out: VecDeque::new(),
             events: VecDeque::new(),
             joined: false,
+            listening: false,
+            unasked: false,
             names: None,
             requested: Default::default(),
             settled: 0,
@@ -239,23 +252,39 @@ impl<S: BlockStore> ClientEndpoint<S> {
             stats: ClientEndpointStats::default(),
             cfg,
         };
+        let talks = !matches!(&e.cfg.want, Want::Items(n) if n.is_empty());
+        if talks {
+            e.out.push_back(ClientMsg::Hello {
+                name: e.cfg.client.name.clone(),
+                token: e.cfg.client.token.clone(),
+            });
+        }
         match &e.cfg.want {
             Want::Items(names) => {
                 let names = names.clone();
                 e.request(now, names);
             }
-            Want::All | Want::Catalogue => {
-                e.out.push_back(ClientMsg::Hello {
-                    name: e.cfg.client.name.clone(),
-                    token: e.cfg.client.token.clone(),
-                });
-                e.out.push_back(ClientMsg::ListCatalogue);
-            }
+            Want::All | Want::Catalogue => e.out.push_back(ClientMsg::ListCatalogue),
         }
         e
     }
 
+    /// Records `names` as this run's request; it is sent once the driver
+    /// listens on the groups ([`Self::ask`]).
     fn request(&mut self, now: Instant, names: Vec<String>) {
+        self.requested = names.iter().cloned().collect();
+        self.unasked = !names.is_empty();
+        self.names = Some(names);
+        self.ask(now);
+    }
+
+    /// Sends the recorded request, if the driver has joined the groups.
+    fn ask(&mut self, now: Instant) {
+        if !(self.listening && self.unasked) {
+            return;
+        }
+        self.unasked = false;
+        let names = self.names.clone().unwrap_or_default();
         // Resuming: say what is held first, so only the rest is sent.
         for name in &names {
             if let Some(h) = self.store.held(name) {
@@ -266,12 +295,15 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 });
             }
         }
-        if !names.is_empty() {
-            let sels = names.iter().cloned().map(ItemSel::Name).collect();
-            self.client.request(now, sels);
-        }
-        self.requested = names.iter().cloned().collect();
-        self.names = Some(names);
+        let sels = names.into_iter().map(ItemSel::Name).collect();
+        self.client.ask(now, sels);
+    }
+
+    /// The driver has joined the groups of [`Event::Join`] (or listens on
+    /// them already): the request goes out.
+    pub fn joined(&mut self, now: Instant) {
+        self.listening = true;
+        self.ask(now);
     }
 
     /// Push mode: receives these items from the carousel; their manifests
@@ -700,6 +732,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
     pub fn is_finished(&self) -> bool {
         self.ended.is_some()
             || self.names.is_some()
+                && !self.unasked
                 && (self.settled == self.requested.len() || self.client.is_finished())
     }
 

@@ -415,7 +415,13 @@ impl Hub<'_> {
                     self.stale = true;
                     continue;
                 }
-                changed = true;
+                // On the groups, with the filter letting its items in
+                // (it wants every item until its names have ids): its
+                // request goes out, on this slot's next turn (now).
+                self.refilter()?;
+                self.slots[i].ep.joined(core_now(self.start));
+                self.stale = true;
+                continue;
             }
             let s = &mut self.slots[i];
             if changed {
