@@ -559,3 +559,61 @@ fn a_late_driver_keeps_the_rate_across_transmissions() {
     let (_, _, data) = drain(&mut s, later);
     assert_eq!(data, 1, "one packet at the poll, the rest paced");
 }
+
+/// Symbols of the transmission started for `items` by a connection from
+/// `peer` at `at` (the item's send, one packet a millisecond).
+fn first_send(s: &mut Server, at: Instant, peer: Option<std::net::IpAddr>, item: u32) -> u32 {
+    let c = s.handle_connect_from(at, peer);
+    s.handle_client_msg(
+        at,
+        c,
+        ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(item))],
+        },
+    );
+    let mut sent = 0;
+    for ms in 0..40 {
+        sent += drain(s, at + Duration::from_millis(ms)).2;
+    }
+    s.handle_disconnect(at + Duration::from_millis(40), c);
+    sent
+}
+
+/// Every `get` is a new connection: one from an address whose earlier
+/// connections reported 20% loss starts with it, so under `FEC(maxloss+0)`
+/// its first transmission carries 20% more symbols, as if it had reported
+/// already; one from another address, or with none, starts at no loss.
+#[test]
+fn a_new_connection_starts_with_the_loss_its_host_reported() {
+    use std::net::{IpAddr, Ipv4Addr};
+    let ip = |n| Some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, n)));
+    let mut s = server("FEC(maxloss+0)+R(inf)");
+    let t = Instant::from_micros(0);
+    let c = s.handle_connect_from(t, ip(1));
+    s.handle_client_msg(
+        t,
+        c,
+        ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(0))],
+        },
+    );
+    for ms in 0..40 {
+        drain(&mut s, t + Duration::from_millis(ms));
+    }
+    let done = ClientMsg::ItemDone {
+        item: ItemId(0),
+        transmission: TransmissionId(0),
+        received: 80,
+        expected: 100,
+    };
+    s.handle_client_msg(t + Duration::from_millis(40), c, done);
+    s.handle_disconnect(t + Duration::from_millis(41), c);
+    let at = |ms: u64| Instant::from_micros(ms * 1000);
+    assert_eq!(
+        first_send(&mut s, at(100), ip(1), 1),
+        12,
+        "10 symbols + 20%"
+    );
+    assert_eq!(first_send(&mut s, at(200), ip(2), 2), 10);
+    assert_eq!(first_send(&mut s, at(300), None, 0), 10);
+}

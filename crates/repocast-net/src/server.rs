@@ -343,7 +343,9 @@ impl Pump {
             tracing::debug!("refused {peer}: not in --allow");
             return;
         }
-        let id = match self.endpoint.accept(core_now(self.start)) {
+        let id = match (self.endpoint)
+            .accept_from(core_now(self.start), Some(peer.ip().to_canonical()))
+        {
             Ok(id) => id,
             Err(why) => {
                 tracing::debug!("refused a connection: {why}");

@@ -307,7 +307,13 @@ impl VirtualLan {
     }
 
     fn start(&mut self, i: usize, store: MemoryStore) {
-        let Ok(conn) = self.server.accept(self.now) else {
+        // Its host's address: a shared host's, or one of its own.
+        let host = match self.nodes[i].spec.host {
+            Some(h) => h as u32,
+            None => (1 << 24) + i as u32,
+        };
+        let peer = std::net::IpAddr::V4(std::net::Ipv4Addr::from(0x0a00_0000 + host));
+        let Ok(conn) = self.server.accept_from(self.now, Some(peer)) else {
             return;
         };
         let n = &mut self.nodes[i];

@@ -232,11 +232,22 @@ impl ServerEndpoint {
     /// A request connection was accepted: its id, or the reason to refuse
     /// it (the driver then closes it at once).
     pub fn accept(&mut self, now: Instant) -> Result<ClientId, CloseReason> {
+        self.accept_from(now, None)
+    }
+
+    /// A new connection from `peer` (its address, so the server can start
+    /// it with the loss that address's earlier connections reported; see
+    /// [`Self::accept`]).
+    pub fn accept_from(
+        &mut self,
+        now: Instant,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<ClientId, CloseReason> {
         if self.conns.len() >= self.limits.max_connections {
             self.stats.refused_connections += 1;
             return Err(CloseReason::TooManyConnections);
         }
-        let id = self.server.handle_connect(now);
+        let id = self.server.handle_connect_from(now, peer);
         let conn = Conn {
             admitted: self.tokens.is_none(),
             ..Conn::default()

@@ -12,6 +12,7 @@ pub mod config;
 mod early;
 pub mod encoders;
 mod fcast;
+mod hosts;
 mod pacing;
 mod rekey;
 mod reports;
@@ -110,16 +111,23 @@ struct ClientState {
     /// It was welcomed (given the session key): only such clients are
     /// offered the next key.
     welcomed: bool,
+    /// Its address, if the driver gave one, and what the server remembers
+    /// of that host's loss ([`hosts`]).
+    peer: Option<std::net::IpAddr>,
+    prior: hosts::Tally,
 }
 
 impl ClientState {
+    /// Its estimated loss: its own reports, after its host's record.
     fn loss(&self) -> f64 {
         let (r, e) = self.early.map_or((0, 0), |(_, r, e)| (r as u64, e as u64));
         let (received, expected) = (self.received + r, self.expected + e);
-        if expected == 0 {
+        let lost = self.prior.lost + expected.saturating_sub(received.min(expected)) as f64;
+        let expected = self.prior.expected + expected as f64;
+        if expected <= 0.0 {
             0.0
         } else {
-            1.0 - (received.min(expected) as f64 / expected as f64)
+            (lost / expected).clamp(0.0, 1.0)
         }
     }
 }
@@ -137,6 +145,8 @@ pub struct Server {
     items: Vec<ItemState>,
     names: HashMap<String, ItemId>,
     clients: FastMap<ClientId, ClientState>,
+    /// Loss reported by past connections, per address.
+    hosts: hosts::HostLoss,
     next_client: u32,
     demand: DemandTable,
     scheduler: Box<dyn Scheduler>,
@@ -220,6 +230,7 @@ impl Server {
             items: states,
             names,
             clients: FastMap::default(),
+            hosts: Default::default(),
             next_client: 0,
             demand,
             scheduler,
@@ -244,16 +255,35 @@ impl Server {
     }
 
     /// A new request connection opened; returns the id for its messages.
-    pub fn handle_connect(&mut self, _now: Instant) -> ClientId {
+    pub fn handle_connect(&mut self, now: Instant) -> ClientId {
+        self.handle_connect_from(now, None)
+    }
+
+    /// A new request connection opened from `peer`: its loss estimate
+    /// starts from what connections from that address reported before
+    /// ([`hosts`]).
+    pub fn handle_connect_from(
+        &mut self,
+        _now: Instant,
+        peer: Option<std::net::IpAddr>,
+    ) -> ClientId {
         let id = ClientId(self.next_client);
         self.next_client += 1;
-        self.clients.insert(id, ClientState::default());
+        let state = ClientState {
+            peer,
+            prior: self.hosts.prior(peer),
+            ..ClientState::default()
+        };
+        self.clients.insert(id, state);
         id
     }
 
-    /// The client's connection closed: forget its demand.
+    /// The client's connection closed: forget its demand (its loss goes
+    /// to its host's record).
     pub fn handle_disconnect(&mut self, _now: Instant, client: ClientId) {
-        self.clients.remove(&client);
+        if let Some(c) = self.clients.remove(&client) {
+            self.hosts.record(c.peer, c.received, c.expected);
+        }
         self.demand.remove_client(client);
         for it in &mut self.items {
             it.in_flight.remove(&client);
