@@ -5,8 +5,9 @@
 //! - [`Profile::Lan`]: what `serve` and `get` ship with. Redundancy sized
 //!   to the worst receiver's measured loss plus 2%, repair until done,
 //!   late joiners keep what they catch (`FEC(maxloss+0.02)+R(inf)+notify`);
-//!   a 5-50 ms NAK window and a 500 ms report timeout (LAN round trips are
-//!   well under a millisecond); repairs sized for one round per NAKing
+//!   a 5-50 ms NAK window (narrower for a transmission with fewer than 16
+//!   receivers waiting on it) and a 500 ms report timeout (LAN round trips
+//!   are well under a millisecond); repairs sized for one round per NAKing
 //!   receiver; receivers send an early loss report into long transmissions;
 //!   each announcement is sent three times (the announcement channel is
 //!   multicast and may lose packets too). Once the server has had work
@@ -55,6 +56,12 @@ pub const BURST_PACKETS: (u32, u32) = (16, 256);
 /// Slowest and fastest data rates the pacing accepts, bits per second.
 pub const RATE_RANGE: (u64, u64) = (8_000, 1_000_000_000_000);
 
+/// Listeners `serve` spreads a transmission's NAKs over its whole 5-50 ms
+/// window for; fewer get a narrower one
+/// ([`ServerConfig::nak_spread_listeners`]): a lone receiver NAKs 5-8 ms
+/// after a transmission ends, not 5-50.
+pub const NAK_SPREAD_LISTENERS: u32 = 16;
+
 /// A named set of shipped settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Profile {
@@ -99,6 +106,7 @@ impl Profile {
                 let mut c = ServerConfig {
                     scheme: lan_scheme(),
                     nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
+                    nak_spread_listeners: Some(NAK_SPREAD_LISTENERS),
                     report_timeout: Duration::from_millis(500),
                     loss_aware_repairs: true,
                     share_repairs: true,

@@ -617,3 +617,35 @@ fn a_new_connection_starts_with_the_loss_its_host_reported() {
     assert_eq!(first_send(&mut s, at(200), ip(2), 2), 10);
     assert_eq!(first_send(&mut s, at(300), None, 0), 10);
 }
+
+/// The NAK window a transmission announces narrows with fewer receivers
+/// waiting on it (`nak_spread_listeners`): a lone one NAKs early in the
+/// window, enough of them spread over all of it; without the setting every
+/// transmission announces the whole window.
+#[test]
+fn the_nak_window_narrows_for_few_receivers() {
+    let window = |spread: Option<u32>, clients: u32| {
+        let cfg = ServerConfig {
+            scheme: "FEC(0)+R(inf)".parse().expect("scheme"),
+            symbol_size: 64,
+            packet_interval: Duration::from_millis(1),
+            nak_spread_listeners: spread,
+            payloads: false,
+            ..ServerConfig::default()
+        };
+        let mut s = Server::new(cfg, three_items()).expect("server");
+        let t = Instant::from_micros(0);
+        for _ in 0..clients {
+            ask(&mut s, t, vec![ItemSel::Id(ItemId(0))]);
+        }
+        let (ann, _, _) = drain(&mut s, t);
+        let a = ann.first().expect("an announcement");
+        (a.nak_window_min_us / 1000, a.nak_window_max_us / 1000)
+    };
+    // The default window is 30-210 ms.
+    assert_eq!(window(Some(4), 1), (30, 75));
+    assert_eq!(window(Some(4), 2), (30, 120));
+    assert_eq!(window(Some(4), 4), (30, 210));
+    assert_eq!(window(Some(4), 9), (30, 210));
+    assert_eq!(window(None, 1), (30, 210));
+}

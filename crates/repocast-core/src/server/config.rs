@@ -36,6 +36,12 @@ pub struct ServerConfig {
     pub nak_widen_threshold: u32,
     /// Largest window the server widens to.
     pub nak_window_cap: Duration,
+    /// Listeners the NAK window is spread for: a transmission with fewer
+    /// receivers waiting on it announces a window that much narrower (its
+    /// lower end stays), so a lone receiver NAKs almost at once rather than
+    /// waiting a random share of a window meant to spread many NAKs. None:
+    /// every transmission announces the whole window (the study's setting).
+    pub nak_spread_listeners: Option<u32>,
     /// Whether real symbol bytes are produced (false: accounting only).
     pub payloads: bool,
     /// Seed for every random choice the server makes.
@@ -155,6 +161,7 @@ impl Default for ServerConfig {
             nak_window: (Duration::from_millis(30), Duration::from_millis(210)),
             nak_widen_threshold: 64,
             nak_window_cap: Duration::from_secs(5),
+            nak_spread_listeners: None,
             payloads: true,
             seed: 1,
             report_timeout: Duration::from_secs(2),

@@ -372,6 +372,15 @@ impl Server {
     }
 
     fn announce(&self, t: &Transmission, kind: AnnounceKind) -> AnnounceRepr {
+        let (lo, mut hi) = (self.cfg.nak_window.0, self.nak_window_max);
+        if let Some(n) = self.cfg.nak_spread_listeners.filter(|n| *n > 0) {
+            let waiting = self
+                .items
+                .get(t.item.0 as usize)
+                .map_or(0, |i| i.in_flight.len());
+            let share = (waiting.max(1) as f64 / n as f64).min(1.0);
+            hi = lo + hi.saturating_sub(lo).mul_f64(share);
+        }
         AnnounceRepr {
             session: self.cfg.session,
             transmission: t.id,
@@ -383,8 +392,8 @@ impl Server {
             duration_us: (self.cfg.packet_interval * t.total)
                 .as_micros()
                 .min(u64::MAX as u128) as u64,
-            nak_window_min_us: self.cfg.nak_window.0.as_micros() as u32,
-            nak_window_max_us: self.nak_window_max.as_micros().min(u32::MAX as u128) as u32,
+            nak_window_min_us: lo.as_micros().min(u32::MAX as u128) as u32,
+            nak_window_max_us: hi.as_micros().min(u32::MAX as u128) as u32,
         }
     }
 
