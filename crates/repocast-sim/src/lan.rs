@@ -500,17 +500,21 @@ impl VirtualLan {
 
     fn drain_clients(&mut self) {
         let mut buf = Vec::new();
+        // Shared hosts whose receiver is on the groups: a request there
+        // hears them at once.
+        let on_groups: std::collections::BTreeSet<usize> = if self.join_delay.is_zero() {
+            Default::default()
+        } else {
+            (self.nodes.iter())
+                .filter(|o| o.joined && o.done_at.is_none())
+                .filter_map(|o| o.spec.host)
+                .collect()
+        };
         for i in 0..self.nodes.len() {
             let now = self.now;
-            // A shared receiver already on the groups takes a request at once.
-            let on_groups = self.nodes[i].spec.host.is_some_and(|h| {
-                (self.nodes.iter())
-                    .any(|o| o.spec.host == Some(h) && o.joined && o.done_at.is_none())
-            });
-            let delay = if on_groups {
-                Duration::ZERO
-            } else {
-                self.join_delay
+            let delay = match self.nodes[i].spec.host {
+                Some(h) if on_groups.contains(&h) => Duration::ZERO,
+                _ => self.join_delay,
             };
             let n = &mut self.nodes[i];
             let Some(ep) = n.ep.as_mut() else { continue };
