@@ -185,8 +185,7 @@ fn a_request_to_an_idle_server_loses_nothing_to_its_own_join() {
     let mut h = lan(s, &data);
     h.join_delay = Duration::from_millis(2);
     h.add_client(client(names(&[3]), 0.0, 0));
-    // A second lone request long after the first ended: the link is idle
-    // again and the bucket full.
+    // A second lone request long after the first ended, on an idle link.
     h.add_client(client(names(&[6, 7]), 0.0, 2_000));
     assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
     assert_verified(&h, &data, s);

@@ -420,7 +420,6 @@ impl Hub<'_> {
                 // request goes out, on this slot's next turn (now).
                 self.refilter()?;
                 self.slots[i].ep.joined(core_now(self.start));
-                self.stale = true;
                 continue;
             }
             let s = &mut self.slots[i];
