@@ -5,7 +5,7 @@
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
-use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
+use repocast_core::server::{IdleFec, ItemInfo, NoPayload, Server, ServerConfig, Transmit};
 use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
 use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
@@ -648,4 +648,111 @@ fn the_nak_window_narrows_for_few_receivers() {
     assert_eq!(window(Some(4), 4), (30, 210));
     assert_eq!(window(Some(4), 9), (30, 210));
     assert_eq!(window(None, 1), (30, 210));
+}
+
+/// Symbol ids of item `item`'s data packets sent from `from` for `ms`
+/// milliseconds (one packet a millisecond).
+fn ids_sent(s: &mut Server, from: Instant, ms: u64, item: u32) -> Vec<u32> {
+    let mut ids = vec![];
+    for t in 0..ms {
+        while let Some(x) = s.poll_transmit(from + Duration::from_millis(t), &mut NoPayload) {
+            if let Transmit::Data(d) = x {
+                if d.item == ItemId(item) {
+                    ids.push(d.symbol);
+                }
+            }
+        }
+    }
+    ids
+}
+
+fn item_done(s: &mut Server, at: Instant, c: ClientId, t: u32) {
+    let done = ClientMsg::ItemDone {
+        item: ItemId(0),
+        transmission: TransmissionId(t),
+        received: 12,
+        expected: 12,
+    };
+    s.handle_client_msg(at, c, done);
+}
+
+/// A send of an item nobody can hold a symbol of starts again from its
+/// source symbols (no encoding on the server, no decoding at a receiver
+/// that loses none); a receiver that heard part of an earlier send gets
+/// fresh ids instead, so nothing it holds is sent to it again.
+#[test]
+fn a_send_nobody_can_hold_starts_from_the_source_symbols() {
+    let mut s = server("FEC(0.2)+R(inf)");
+    let at = |ms: u64| Instant::from_micros(ms * 1000);
+    let source: Vec<u32> = (0..12).collect();
+    // The first send: source symbols, then repair.
+    let a = ask(&mut s, at(0), vec![ItemSel::Id(ItemId(0))]);
+    assert_eq!(ids_sent(&mut s, at(0), 40, 0), source);
+    item_done(&mut s, at(40), a, 0);
+    s.handle_disconnect(at(41), a);
+    // Asked for after it: nobody holds any of it, so the same again.
+    let b = ask(&mut s, at(100), vec![ItemSel::Id(ItemId(0))]);
+    assert_eq!(ids_sent(&mut s, at(100), 3, 0), vec![0, 1, 2]);
+    // Asked for while it is on air: this one hears the rest of it.
+    let c = ask(&mut s, at(103), vec![ItemSel::Id(ItemId(0))]);
+    assert_eq!(ids_sent(&mut s, at(103), 9, 0), (3..12).collect::<Vec<_>>());
+    item_done(&mut s, at(112), b, 1);
+    // Its own send comes next, of ids nobody was sent.
+    let next = ids_sent(&mut s, at(112), 40, 0);
+    assert_eq!(next, (12..24).collect::<Vec<_>>());
+    item_done(&mut s, at(152), c, 2);
+    s.handle_disconnect(at(153), b);
+    s.handle_disconnect(at(153), c);
+    // And once nobody holds any again, from the source symbols.
+    ask(&mut s, at(200), vec![ItemSel::Id(ItemId(0))]);
+    assert_eq!(ids_sent(&mut s, at(200), 40, 0), source);
+}
+
+/// While little else waits for the link (`idle_fec`), a first send carries
+/// enough symbols that its receivers, at the largest loss estimated among
+/// them, decode each block without a NAK round at the configured odds; a
+/// send with another item waiting carries what the FEC policy says.
+#[test]
+fn an_idle_link_sends_enough_to_spare_a_nak_round() {
+    use repocast_core::policy::odds::symbols_for_odds;
+    let cfg = ServerConfig {
+        scheme: "FEC(maxloss+0)+R(inf)".parse().expect("scheme"),
+        symbol_size: 64,
+        packet_interval: Duration::from_millis(1),
+        idle_fec: Some(IdleFec {
+            odds: 0.99,
+            backlog: Duration::from_millis(5),
+        }),
+        payloads: false,
+        ..ServerConfig::default()
+    };
+    let mut s = Server::new(cfg, three_items()).expect("server");
+    let at = |ms: u64| Instant::from_micros(ms * 1000);
+    // A receiver alone at no measured loss: the policy's 10 symbols.
+    let c = ask(&mut s, at(0), vec![ItemSel::Id(ItemId(0))]);
+    assert_eq!(ids_sent(&mut s, at(0), 40, 0).len(), 10);
+    let done = ClientMsg::ItemDone {
+        item: ItemId(0),
+        transmission: TransmissionId(0),
+        received: 80,
+        expected: 100,
+    };
+    s.handle_client_msg(at(40), c, done);
+    // At 20% loss, two items at once: the first send while the other
+    // waits (10 ms of symbols, over the 5 ms backlog) gets the policy's
+    // 12; the second, alone, the odds' count.
+    let items = vec![ItemSel::Id(ItemId(1)), ItemSel::Id(ItemId(2))];
+    s.handle_client_msg(at(50), c, ClientMsg::Request { items });
+    let mut sizes = [0u32; 2];
+    for t in 50..150 {
+        while let Some(x) = s.poll_transmit(at(t), &mut NoPayload) {
+            if let Transmit::Data(d) = x {
+                sizes[d.item.0 as usize - 1] += 1;
+            }
+        }
+    }
+    sizes.sort();
+    let idle = symbols_for_odds(10, 0.2, 0.99, 12);
+    assert!(idle > 12, "{idle}");
+    assert_eq!(sizes, [12, idle]);
 }

@@ -8,6 +8,7 @@
 
 pub mod arm;
 pub mod fec;
+pub mod odds;
 pub mod retransmit;
 pub mod scheme;
 

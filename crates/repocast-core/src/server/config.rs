@@ -42,6 +42,9 @@ pub struct ServerConfig {
     /// waiting a random share of a window meant to spread many NAKs. None:
     /// every transmission announces the whole window (the study's setting).
     pub nak_spread_listeners: Option<u32>,
+    /// Request mode: FEC for a link with time to spare ([`IdleFec`]).
+    /// None: the FEC policy alone (the study's setting).
+    pub idle_fec: Option<IdleFec>,
     /// Whether real symbol bytes are produced (false: accounting only).
     pub payloads: bool,
     /// Seed for every random choice the server makes.
@@ -146,6 +149,21 @@ impl ServerConfig {
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
 pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
 
+/// FEC for a link with time to spare: when no repair is queued and what
+/// the other waiting items need would take less than `backlog` to send, a
+/// first send carries at least the symbols per block that give a receiver
+/// at the largest loss estimated among its listeners `odds` of decoding
+/// the block without a NAK round ([`crate::policy::odds`]). A NAK round
+/// costs a receiver more than a small item's whole transmission; the few
+/// extra symbols cost a loaded link's other items little.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IdleFec {
+    /// The odds of decoding each block from the first send.
+    pub odds: f64,
+    /// How much waiting work still counts as a link with time to spare.
+    pub backlog: Duration,
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -162,6 +180,7 @@ impl Default for ServerConfig {
             nak_widen_threshold: 64,
             nak_window_cap: Duration::from_secs(5),
             nak_spread_listeners: None,
+            idle_fec: None,
             payloads: true,
             seed: 1,
             report_timeout: Duration::from_secs(2),

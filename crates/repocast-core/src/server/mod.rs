@@ -20,8 +20,8 @@ pub mod spool;
 pub mod transmission;
 
 pub use config::{
-    BlockSource, ClientSummary, ItemInfo, NoPayload, ServerConfig, ServerEvent, ServerStats,
-    SourceError, Transmit,
+    BlockSource, ClientSummary, IdleFec, ItemInfo, NoPayload, ServerConfig, ServerEvent,
+    ServerStats, SourceError, Transmit,
 };
 
 use crate::fec::layout::Layout;
@@ -85,6 +85,9 @@ struct ItemState {
     layout: Layout,
     /// Next fresh symbol id per block.
     next_esi: Vec<u32>,
+    /// Transmissions of the item started so far (scheduled and repair):
+    /// a client asked for it at `starts == n` has heard none started since.
+    starts: u64,
     /// Clients that were sent the item and have not reported it done.
     in_flight: BTreeSet<ClientId>,
     failed: Option<String>,
@@ -115,6 +118,10 @@ struct ClientState {
     /// of that host's loss ([`hosts`]).
     peer: Option<std::net::IpAddr>,
     prior: hosts::Tally,
+    /// Items it asked for while they were not on air, with the item's
+    /// [`ItemState::starts`] then: while that count has not moved, it
+    /// cannot hold a symbol of the item.
+    unheard: FastMap<ItemId, u64>,
 }
 
 impl ClientState {
@@ -216,6 +223,7 @@ impl Server {
             names.insert(info.name.clone(), ItemId(i as u32));
             states.push(ItemState {
                 next_esi: vec![0; layout.blocks() as usize],
+                starts: 0,
                 info,
                 fec,
                 layout,
@@ -534,7 +542,8 @@ impl Server {
     fn finish_current(&mut self, now: Instant) {
         if let Some(mut t) = self.current.take() {
             // ARM allocates ids as it goes: the next transmission of the item
-            // starts after the last round sent, so no id is ever repeated.
+            // starts after the last round sent, so no id is repeated to a
+            // receiver that may hold it ([`Self::restart_ids_if_unheard`]).
             if let Some(arm) = &t.arm {
                 self.items[t.item.0 as usize].next_esi = arm.next_bases(t.sent());
             }
@@ -681,6 +690,9 @@ impl Server {
             .filter_map(|c| self.clients.get(c))
             .map(ClientState::loss)
             .fold(0.0, f64::max);
+        if !push {
+            self.restart_ids_if_unheard(item, &listeners);
+        }
         let blocks = self.items[item.0 as usize].layout.blocks();
         if self.cfg.scheme.is_arm() && !push {
             self.begin_arm(now, item, &listeners);
@@ -688,17 +700,23 @@ impl Server {
         }
         let mut plan = Vec::with_capacity(blocks as usize);
         let mut needs = Vec::with_capacity(blocks as usize);
+        let idle_odds = (self.cfg.idle_fec)
+            .filter(|f| !push && self.spare_link(item, f.backlog))
+            .map(|f| f.odds);
         for b in 0..blocks {
             let need = self.block_need(item, b, &listeners);
             needs.push(need);
             if need == 0 {
                 continue;
             }
-            let count = self
+            let mut count = self
                 .cfg
                 .scheme
                 .fec
                 .symbols(need, listeners.len() as u32, max_loss);
+            if let Some(q) = idle_odds {
+                count = crate::policy::odds::symbols_for_odds(need, max_loss, q, count);
+            }
             let esis = self.alloc(item, b, count);
             plan.push(Segment { block: b, esis });
         }
@@ -725,8 +743,45 @@ impl Server {
         }
     }
 
-    /// The most any of `listeners` still needs of block `b`: k for a
-    /// newcomer, its last NAK's count for one that holds symbols.
+    /// Whether the link has time to spare besides `item`: no repair queued
+    /// and the other waiting items' symbols take less than `backlog` to
+    /// send (counted until they do not).
+    fn spare_link(&self, item: ItemId, backlog: std::time::Duration) -> bool {
+        let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
+        let mut waiting = 0u128;
+        self.repairs.is_empty()
+            && self.demand.active().filter(|&i| i != item).all(|i| {
+                let symbols = self
+                    .items
+                    .get(i.0 as usize)
+                    .map_or(0, |s| s.layout.symbols());
+                waiting += symbols as u128;
+                waiting < budget
+            })
+    }
+
+    /// Sends `item` from its source symbols again (ids from 0 in every
+    /// block) when no receiver can hold a symbol of it: nobody is in flight
+    /// for it and every one of `listeners` asked for it after its last
+    /// transmission. Source symbols need no encoding on this side (a
+    /// fountain code's repair symbols do: intermediate symbols per block),
+    /// and a receiver that gets all of them decodes nothing; fresh ids only
+    /// matter to a receiver that may hold some.
+    fn restart_ids_if_unheard(&mut self, item: ItemId, listeners: &[ClientId]) {
+        let Some(st) = self.items.get(item.0 as usize) else {
+            return;
+        };
+        let unheard = st.in_flight.is_empty()
+            && !listeners.is_empty()
+            && listeners.iter().all(|c| {
+                (self.clients.get(c)).and_then(|s| s.unheard.get(&item)) == Some(&st.starts)
+            });
+        if unheard {
+            self.items[item.0 as usize].next_esi.fill(0);
+        }
+    }
+
+    /// Starts a repair transmission of `job`'s symbols, from fresh ids.
     fn start_repair(&mut self, now: Instant, job: RepairJob) {
         self.last_was_repair = true;
         let mut plan = Vec::new();
@@ -747,6 +802,8 @@ impl Server {
         self.begin(now, job.item, AnnounceKind::Repair, plan);
     }
 
+    /// The most any of `listeners` still needs of block `b`: k for a
+    /// newcomer, its last NAK's count for one that holds symbols.
     fn block_need(&self, item: ItemId, b: u32, listeners: &[ClientId]) -> u32 {
         let k = self.items[item.0 as usize].layout.block_symbols(b);
         listeners
@@ -842,6 +899,9 @@ impl Server {
     fn start(&mut self, now: Instant, t: Transmission) {
         let (id, item, kind) = (t.id, t.item, t.kind);
         self.next_tid += 1;
+        if let Some(st) = self.items.get_mut(item.0 as usize) {
+            st.starts += 1;
+        }
         if kind != AnnounceKind::Repair {
             self.demand.mark_sent(item, t.total as u64);
         }

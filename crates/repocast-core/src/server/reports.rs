@@ -211,6 +211,13 @@ impl Server {
                     continue;
                 }
             }
+            let on_air = self.current.as_ref().is_some_and(|t| t.item == item);
+            if !on_air {
+                let starts = self.items[item.0 as usize].starts;
+                if let Some(c) = self.clients.get_mut(&client) {
+                    c.unheard.insert(item, starts);
+                }
+            }
             let joinable = self
                 .current
                 .as_ref()
@@ -426,6 +433,7 @@ impl Server {
         if let Some(c) = self.clients.get_mut(&client) {
             c.done.insert(item);
             c.needs.remove(&item);
+            c.unheard.remove(&item);
             let (d, t) = (c.done.len() as u32, c.requested.len() as u32);
             self.send(
                 client,
