@@ -22,8 +22,9 @@ median of each figure.
     python3 bench/push-weblog.py [--from 0] [--to 3600] [--scale 20] [--rate 1000000]
         [--loss 0.05] [--symbol 512] [--seed 1] [--runs 1] [--out results/push-weblog] [--reuse]
 
-Needs no root; a release build (`cargo build --release -p repocast-cli -p
-repocast-sim --examples`).
+Needs no root; a release build (`cargo build --release -p repocast-cli &&
+cargo build --release -p repocast-sim --examples`: with `--examples` cargo
+builds only examples, so the CLI needs its own build).
 """
 import argparse, os, shutil, statistics, subprocess, sys, tempfile, time
 

@@ -31,7 +31,7 @@ over the runs; OUT/delays.svg charts the delay distribution (CDF) per
 system, all runs pooled.
 
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
-        [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
+        [--burst 64kb] [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
         [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
         [--out results/requests] [--timeline] [--tmpfs]
         [--serve-args='--batch-hold 0'] [--get-args=--no-share]
@@ -46,7 +46,9 @@ second can make file creation itself the bottleneck.
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
-(`cargo build --release -p repocast-cli -p repocast-sim --examples`).
+(`cargo build --release -p repocast-cli && cargo build --release -p
+repocast-sim --examples`: with `--examples` cargo builds only examples).
+It warns when the binary is older than the sources.
 """
 import argparse, ctypes, os, re, resource, shutil, signal, subprocess, sys, tempfile, time
 
@@ -55,6 +57,19 @@ ROOT = os.path.dirname(HERE)
 LAB = os.path.join(ROOT, "tests", "lab", "lab.sh")
 SRV = "10.77.0.1"
 UFTP_PORT = 20000
+
+
+def stale(binary):
+    """Warns when `binary` is older than a source file of the workspace
+    (a bench of the wrong build looks like a result)."""
+    if not os.path.exists(binary):
+        sys.exit(f"requests.py: {binary} not found: cargo build --release -p repocast-cli")
+    built = os.path.getmtime(binary)
+    for d, _, names in os.walk(os.path.join(ROOT, "crates")):
+        for n in names:
+            if n.endswith(".rs") and os.path.getmtime(os.path.join(d, n)) > built:
+                print(f"requests.py: warning: {binary} is older than {os.path.join(d, n)}", file=sys.stderr)
+                return
 
 
 def sh(*args, **kw):
@@ -383,6 +398,8 @@ def main():
     ap.add_argument("--hosts", type=int, default=8)
     ap.add_argument("--loss", default="0.05", help="one loss or a comma list cycled over hosts")
     ap.add_argument("--rate", type=float, default=100.0, help="server link cap, Mbit/s")
+    ap.add_argument("--burst", default="64kb",
+                    help="the cap's tbf bucket (lab.sh --burst): what passes at once after an idle spell")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--duration", type=float, default=30.0, help="seconds of arrivals")
     ap.add_argument("--runs", type=int, default=1, help="runs per system; the table gives medians")
@@ -411,6 +428,7 @@ def main():
     PR_SET_CHILD_SUBREAPER = 36
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     a.bin = os.path.join(a.target, "repocast")
+    stale(a.bin)
     shape = [f"gap={a.gap}", f"files={a.files}", f"sizes={a.sizes}", f"zipf={a.zipf}",
              f"per-request={a.request_files}"]
     files, requests, fluid = plan(a.target, a.seed, a.loss, a.hosts, a.rate, a.duration, shape)
@@ -438,7 +456,7 @@ def main():
         for run in range(a.runs):
             for system in systems:
                 sh(*lab(name, "up", "--clients", str(a.hosts), "--client-loss", loss_list,
-                        "--rate", f"{a.rate:g}mbit"))
+                        "--rate", f"{a.rate:g}mbit", "--burst", a.burst))
                 suffix = f"-{run + 1}" if a.runs > 1 else ""
                 timeline = os.path.join(a.out, f"{system}{suffix}-timeline.csv") if a.timeline else None
                 try:
@@ -469,7 +487,7 @@ def main():
             subprocess.run(["umount", outputs(a, work)], capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
     what = "median of {} runs".format(a.runs) if a.runs > 1 else "one run"
-    lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s: "
+    lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s (tbf burst {a.burst}): "
              f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
              f"{requested / 2**20:.0f} MiB requested; {what}"
              + (f"; repocast serve {a.serve_args}" if a.serve_args else "")

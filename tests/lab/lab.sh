@@ -11,7 +11,10 @@
 #   - a client's loss: on its own end of its cable (that client only);
 #   - the server's loss: on the bridge's end of the server's cable, before
 #     the bridge copies the packet (every client misses it);
-#   - the server's rate cap (--rate, e.g. 100mbit): a tbf on what the
+#   - the server's rate cap (--rate, e.g. 100mbit; --burst, default 64kb:
+#     the bytes the tbf lets through at once after an idle spell, which a
+#     real link of that rate never does; 3kb, two frames, is close to a
+#     wire): a tbf on what the
 #     server sends, on the bridge's side of its cable (after its loss):
 #     the server's packets are redirected there to an ifb device whose tbf
 #     queues and drops them like a bottleneck switch port would. (A tbf on
@@ -20,7 +23,7 @@
 #     flight after 15 failed sends, 7.5 s: with ~1,000 connections on the
 #     link, most of nginx's died that way.)
 #
-#   tests/lab/lab.sh [--name N] up --clients 3 [--server-loss 0.02] [--client-loss 0.05,0.05,0.5] [--rate 100mbit]
+#   tests/lab/lab.sh [--name N] up --clients 3 [--server-loss 0.02] [--client-loss 0.05,0.05,0.5] [--rate 100mbit [--burst 64kb]]
 #   tests/lab/lab.sh [--name N] exec srv|c1|c2.. -- CMD ...
 #   tests/lab/lab.sh [--name N] set-loss c2 0.3
 #   tests/lab/lab.sh [--name N] status
@@ -76,10 +79,11 @@ link_of() { # prints "dev netns" where a host's multicast is dropped
 }
 
 up() {
-  local clients=0 sloss=0 closs="" rate=""
+  local clients=0 sloss=0 closs="" rate="" burst=64kb
   while [ $# -gt 0 ]; do
     case $1 in
       --clients) clients=$2; shift 2 ;;
+      --burst) burst=$2; shift 2 ;;
       --server-loss) sloss=$2; shift 2 ;;
       --client-loss) closs=$2; shift 2 ;;
       --rate) rate=$2; shift 2 ;;
@@ -115,12 +119,12 @@ up() {
   if [ -n "$rate" ]; then
     if ip link add "${name}q" type ifb 2>/dev/null; then
       ip link set "${name}q" up
-      tc qdisc add dev "${name}q" root tbf rate "$rate" burst 64kb latency 200ms
+      tc qdisc add dev "${name}q" root tbf rate "$rate" burst "$burst" latency 200ms
     else
       # No ifb in this kernel: the cap on the server's own link (its TCP
       # then sees the cap's drops as local congestion; see above).
       echo "lab.sh: no ifb device; the rate cap is on the server's eth0" >&2
-      ip netns exec "$(ns srv)" tc qdisc add dev eth0 root tbf rate "$rate" burst 64kb latency 200ms
+      ip netns exec "$(ns srv)" tc qdisc add dev eth0 root tbf rate "$rate" burst "$burst" latency 200ms
     fi
   fi
   set_loss "${name}s" "" "$sloss"
