@@ -53,6 +53,10 @@ pub const IPV6_UDP_HEADERS: u64 = 48;
 /// wakes about once a millisecond and a busy host can keep the sender off
 /// the CPU for several, so the bucket holds this much time of packets...
 pub const BURST_TIME: Duration = Duration::from_millis(10);
+/// What an idle link's first transmission may send at once under `serve`
+/// ([`ServerConfig::start_credit`]): tokio's timer tick, the most the
+/// pacing waits between two wake-ups anyway.
+pub const START_CREDIT: Duration = Duration::from_millis(1);
 /// ...but never fewer or more packets than these.
 pub const BURST_PACKETS: (u32, u32) = (16, 256);
 /// Slowest and fastest data rates the pacing accepts, bits per second.
@@ -119,6 +123,7 @@ impl Profile {
                     scheme: lan_scheme(),
                     nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
                     nak_spread_listeners: Some(NAK_SPREAD_LISTENERS),
+                    start_credit: START_CREDIT,
                     idle_fec: Some(IdleFec {
                         odds: IDLE_FEC_ODDS,
                         backlog: IDLE_FEC_BACKLOG,

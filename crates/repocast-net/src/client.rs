@@ -224,6 +224,7 @@ async fn drive<S: BlockStore>(
     let (mut out, mut tcp, mut dgram) = (Vec::new(), vec![0u8; 64 << 10], vec![0u8; 65536]);
     // The item filter installed on the data socket (None: everything).
     let mut filter: Option<Vec<ItemId>> = None;
+    let mut alarm = crate::Alarm::default();
     loop {
         while ep.poll_transmit(&mut out) {
             if wr.write_all(&out).await.is_err() {
@@ -270,7 +271,7 @@ async fn drive<S: BlockStore>(
             // On the groups: the request goes out now.
             continue;
         }
-        let deadline = crate::sleep_target(ep.poll_timeout(), start);
+        let deadline = alarm.target(ep.poll_timeout(), start);
         tokio::select! {
             r = rd.read(&mut tcp) => match r {
                 Ok(0) | Err(_) => ep.handle_close(core_now(start)),

@@ -47,24 +47,82 @@ pub(crate) fn core_now(start: std::time::Instant) -> repocast_core::Instant {
     repocast_core::Instant::from_nanos(start.elapsed().as_nanos() as u64)
 }
 
-/// The tokio instant of a core deadline (capped at an hour from now, so a
-/// far deadline cannot overflow the timer).
-pub(crate) fn sleep_target(
-    deadline: Option<repocast_core::Instant>,
-    start: std::time::Instant,
-) -> Option<tokio::time::Instant> {
-    deadline.map(|t| {
+/// Most core deadlines in a row that wake a driver at once
+/// ([`Alarm::target`]).
+const DUE_NOW_STREAK: u32 = 16;
+
+/// Turns an endpoint's deadlines into tokio sleeps. tokio's timer rounds
+/// every sleep up to its next millisecond tick, and an endpoint asks for
+/// "now" whenever input it took waits on a step of its own (early data
+/// replayed after a manifest): at a tick each, that was a millisecond of
+/// most small requests. A deadline already due wakes at once instead, at
+/// most [`DUE_NOW_STREAK`] times in a row; past that, until it asks for a
+/// later time, each waits a millisecond, so an endpoint that kept asking
+/// for "now" without progress could not spin a core.
+#[derive(Debug, Default)]
+pub(crate) struct Alarm {
+    due_now: u32,
+}
+
+impl Alarm {
+    /// The tokio instant to wake at for `deadline` (capped at an hour from
+    /// now, so a far deadline cannot overflow the timer).
+    pub(crate) fn target(
+        &mut self,
+        deadline: Option<repocast_core::Instant>,
+        start: std::time::Instant,
+    ) -> Option<tokio::time::Instant> {
+        let t = deadline?;
         let now = core_now(start);
         let wait = std::time::Duration::from_nanos(t.as_nanos().saturating_sub(now.as_nanos()))
             .min(std::time::Duration::from_secs(3600));
-        tokio::time::Instant::now() + wait
-    })
+        let at = tokio::time::Instant::now() + wait;
+        if !wait.is_zero() {
+            self.due_now = 0;
+            return Some(at);
+        }
+        self.due_now = self.due_now.saturating_add(1);
+        if self.due_now > DUE_NOW_STREAK {
+            // Until a deadline in the future: the tick, as before.
+            return Some(at + std::time::Duration::from_millis(1));
+        }
+        Some(at)
+    }
 }
 
-/// Sleeps until `target`, or forever when there is none.
+/// Sleeps until `target` (not at all once it has passed: tokio would wait
+/// for its next tick), or forever when there is none.
 pub(crate) async fn sleep_until(target: Option<tokio::time::Instant>) {
     match target {
+        Some(t) if t <= tokio::time::Instant::now() => {}
         Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_due_deadline_wakes_at_once_a_bounded_number_of_times_in_a_row() {
+        let start = std::time::Instant::now();
+        let mut a = Alarm::default();
+        assert_eq!(a.target(None, start), None);
+        let ms = std::time::Duration::from_millis(1);
+        let due = Some(repocast_core::Instant::ZERO);
+        for _ in 0..DUE_NOW_STREAK {
+            let t = a.target(due, start).expect("a target");
+            assert!(t <= tokio::time::Instant::now(), "due now: at once");
+        }
+        // Past the streak: a tick's wait, until a later deadline comes.
+        for _ in 0..3 {
+            let t = a.target(due, start).expect("a target");
+            assert!(t > tokio::time::Instant::now() + ms / 2);
+        }
+        let later = Some(core_now(start) + std::time::Duration::from_secs(1));
+        assert!(a.target(later, start).is_some());
+        let t = a.target(due, start).expect("a target");
+        assert!(t <= tokio::time::Instant::now(), "the streak starts afresh");
     }
 }

@@ -193,6 +193,7 @@ pub async fn listen(
         opts.seed,
     )?;
     let mut dgram = vec![0u8; 65536];
+    let mut alarm = crate::Alarm::default();
     loop {
         while let Some(ev) = ep.poll_event() {
             if let (ListenEvent::Version { version, .. }, Some(k)) = (&ev, ep.signer()) {
@@ -205,7 +206,7 @@ pub async fn listen(
         if ep.is_finished() {
             break;
         }
-        let deadline = crate::sleep_target(ep.poll_timeout(), start);
+        let deadline = alarm.target(ep.poll_timeout(), start);
         let stopping = async {
             match stop.as_mut() {
                 Some(s) => {

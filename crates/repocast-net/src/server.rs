@@ -290,13 +290,14 @@ impl Pump {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut buf = Vec::with_capacity(2048);
+        let mut alarm = crate::Alarm::default();
         // SIGHUP re-reads the token file at once (it is also checked for
         // changes every tick).
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
             self.drain(&mut buf).await;
-            let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
+            let deadline = alarm.target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 acc = listener.accept() => match acc {
                     Ok((sock, peer)) => self.connect(sock, peer, ev_tx.clone()),

@@ -30,6 +30,14 @@ pub struct ServerConfig {
     pub packet_interval: Duration,
     /// Packets that may go out back to back after an idle spell.
     pub burst: u32,
+    /// What an idle link's first transmission may send at once (at most
+    /// `burst` packets' time): the driver's timer granularity. A driver
+    /// whose timers fire about once a millisecond sends that much time's
+    /// packets back to back anyway once a transmission runs; without it a
+    /// transmission on an idle link sends one packet, then waits a whole
+    /// tick for its second, which is most of a small item's time. Zero:
+    /// one packet (the study's setting, and exact virtual time).
+    pub start_credit: Duration,
     /// NAK delay window, base case.
     pub nak_window: (Duration, Duration),
     /// NAKs per transmission above which the window doubles (0: never).
@@ -176,6 +184,7 @@ impl Default for ServerConfig {
             block_growth: None,
             packet_interval: Duration::from_micros(100),
             burst: 16,
+            start_credit: Duration::ZERO,
             nak_window: (Duration::from_millis(30), Duration::from_millis(210)),
             nak_widen_threshold: 64,
             nak_window_cap: Duration::from_secs(5),

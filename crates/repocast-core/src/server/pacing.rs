@@ -8,7 +8,10 @@
 //! one transmission to the next; only a link that had nothing to send
 //! starts afresh, so idle time earns no burst. (Starting every
 //! transmission at the poll lost up to a timer tick per transmission: a
-//! tenth of the link on a repository of small files.) Owned by
+//! tenth of the link on a repository of small files.) An idle link's
+//! first transmission may send [`ServerConfig::start_credit`] at once,
+//! the driver's timer tick, rather than one packet and a tick's wait.
+//! Owned by
 //! [`super::Server`]; no clock of its own, `now` comes in.
 
 use super::ServerConfig;
@@ -20,6 +23,8 @@ use std::time::Duration;
 pub(super) struct Pacer {
     interval: Duration,
     burst: u32,
+    /// What an idle link's first transmission may send at once.
+    credit: Duration,
     next_send: Instant,
     /// Whether the link has had nothing to send since its last
     /// transmission ended.
@@ -32,6 +37,7 @@ impl Pacer {
         Pacer {
             interval: cfg.packet_interval,
             burst: cfg.burst.max(1),
+            credit: cfg.start_credit.min(cfg.packet_interval * cfg.burst.max(1)),
             next_send: Instant::ZERO,
             idle: true,
         }
@@ -60,9 +66,14 @@ impl Pacer {
     }
 
     /// A transmission starts at `now`: it keeps the slots owed from the
-    /// last one (up to a burst) unless the link was idle.
+    /// last one (up to a burst) unless the link was idle, when it may send
+    /// the start credit's worth at once.
     pub(super) fn start(&mut self, now: Instant) {
-        if self.idle || self.next_send < self.burst_floor(now) {
+        if self.idle {
+            let credited =
+                Instant::from_nanos(now.as_nanos().saturating_sub(self.credit.as_nanos() as u64));
+            self.next_send = self.next_send.max(credited);
+        } else if self.next_send < self.burst_floor(now) {
             self.next_send = self.next_send.max(now);
         }
         self.idle = false;
@@ -135,11 +146,40 @@ mod tests {
         p.set_idle();
         p.start(ms(8));
         assert_eq!(p.next_send(), ms(8));
-        // A start long after the last slot never bursts past the bucket.
+        // A start long after the last slot never bursts past the bucket
+        // (nor, without a start credit, at all).
         let mut q = pacer(10);
         q.start(ms(0));
         q.take(ms(0));
         q.start(ms(500));
         assert_eq!(q.next_send(), ms(500));
+    }
+
+    #[test]
+    fn an_idle_link_may_send_its_start_credit_at_once() {
+        let mut p = Pacer::new(&ServerConfig {
+            packet_interval: Duration::from_millis(1),
+            burst: 10,
+            start_credit: Duration::from_millis(4),
+            ..ServerConfig::default()
+        });
+        p.start(ms(100));
+        // The credit's four packets and the one due at the start.
+        assert_eq!(send(&mut p, 100, 1, 5), ms(100));
+        assert!(!p.ready(ms(100)) && p.ready(ms(101)));
+        // A transmission that follows at once gets no new credit.
+        p.start(ms(101));
+        assert_eq!(p.next_send(), ms(101));
+        // After idling, the credit again; never more than the bucket.
+        p.set_idle();
+        p.start(ms(200));
+        assert_eq!(p.next_send(), ms(196));
+        let q = Pacer::new(&ServerConfig {
+            packet_interval: Duration::from_millis(1),
+            burst: 2,
+            start_credit: Duration::from_millis(4),
+            ..ServerConfig::default()
+        });
+        assert_eq!(q.credit, Duration::from_millis(2));
     }
 }

@@ -281,6 +281,7 @@ async fn hub(
     };
     let mut dgram = vec![0u8; 65536];
     let mut idle_since = Some(tokio::time::Instant::now());
+    let mut alarm = crate::Alarm::default();
     loop {
         h.service()?;
         if h.slots.is_empty() {
@@ -291,12 +292,8 @@ async fn hub(
         } else {
             idle_since = None;
         }
-        let deadline = h
-            .slots
-            .iter()
-            .filter_map(|s| crate::sleep_target(s.ep.poll_timeout(), start))
-            .min()
-            .or(idle_since.map(|t| t + IDLE_EXIT));
+        let due = h.slots.iter().filter_map(|s| s.ep.poll_timeout()).min();
+        let deadline = (alarm.target(due, start)).or(idle_since.map(|t| t + IDLE_EXIT));
         let now = || core_now(start);
         tokio::select! {
             m = rx.recv() => match m {

@@ -250,12 +250,13 @@ impl Pump {
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut rescan_at: Option<tokio::time::Instant> = None;
         let mut buf = Vec::with_capacity(2048);
+        let mut alarm = crate::Alarm::default();
         loop {
             self.drain(&mut buf).await;
             if self.endpoint.is_finished() {
                 break;
             }
-            let deadline = crate::sleep_target(self.endpoint.poll_timeout(), self.start);
+            let deadline = alarm.target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 _ = crate::sleep_until(deadline) => {}
                 Some(()) = change_rx.recv() => {
