@@ -125,12 +125,12 @@ fn main() {
     println!("| system | ok | mean | median | p95 | max |");
     println!("|---|---|---|---|---|---|");
     println!(
-        "| repocast (endpoints, virtual LAN) | {}/{} | {mean:.2} s | {med:.2} s | {p95:.2} s | {max:.2} s |",
+        "| repocast (endpoints, virtual LAN) | {}/{} | {mean:.3} s | {med:.3} s | {p95:.3} s | {max:.3} s |",
         w.requests.len() - failed,
         w.requests.len()
     );
     println!(
-        "| fluid multicast bound | | {:.2} s | {:.2} s | {:.2} s | {:.2} s | (wire {:.2}x requested)",
+        "| fluid multicast bound | | {:.3} s | {:.3} s | {:.3} s | {:.3} s | (wire {:.2}x requested)",
         fm.0,
         fm.1,
         fm.2,
@@ -138,7 +138,7 @@ fn main() {
         fluid.sent_bytes * packet / t / requested
     );
     println!(
-        "| fluid unicast (processor sharing) | | {:.2} s | {:.2} s | {:.2} s | {:.2} s |",
+        "| fluid unicast (processor sharing) | | {:.3} s | {:.3} s | {:.3} s | {:.3} s |",
         fu.0, fu.1, fu.2, fu.3
     );
     println!(
