@@ -11,26 +11,32 @@
 
 /// Most extra symbols [`symbols_for_odds`] searches past its estimate.
 const MAX_STEPS: u32 = 64;
+/// Above this loss [`symbols_for_odds`] adds nothing: the loss is a
+/// receiver's own report, and the symbols needed grow as 1 / (1 - p).
+pub const MAX_LOSS: f64 = 0.5;
 
 /// The fewest symbols `n >= at_least` with P[Binomial(n, 1 - p) >= d] >=
 /// q, searched from a normal estimate; `at_least` when that already holds,
-/// or when `p` or `q` leave nothing to compute (no loss, no target).
+/// or when `p` or `q` leave nothing to compute (no loss, no target, a loss
+/// above [`MAX_LOSS`]). Never more than twice `at_least` (or `d`): the
+/// odds add to a policy's count, they do not replace it.
 pub fn symbols_for_odds(d: u32, p: f64, q: f64, at_least: u32) -> u32 {
-    if d == 0 || !(p > 0.0 && p < 1.0) || !(q > 0.0 && q < 1.0) {
+    if d == 0 || !(p > 0.0 && p <= MAX_LOSS) || !(q > 0.0 && q < 1.0) {
         return at_least;
     }
+    let cap = at_least.max(d).saturating_mul(2);
     let s = 1.0 - p;
     // Normal estimate: n s - z sqrt(n s p) >= d - 0.5, solved for sqrt(n).
     let z = normal_quantile(q);
     let sd = (s * p).sqrt();
     let x = (z * sd + (z * z * sd * sd + 4.0 * s * (d as f64 - 0.5)).sqrt()) / (2.0 * s);
     let guess = (x * x).floor().min(u32::MAX as f64) as u32;
-    let mut n = at_least.max(d).max(guess.saturating_sub(2));
+    let mut n = at_least.max(d).max(guess.saturating_sub(2)).min(cap);
     for _ in 0..MAX_STEPS {
-        if decode_odds(n, d, p) >= q {
+        if n >= cap || decode_odds(n, d, p) >= q {
             return n;
         }
-        n = n.saturating_add(1);
+        n += 1;
     }
     n
 }
@@ -142,7 +148,19 @@ mod tests {
         assert_eq!(symbols_for_odds(47, 0.05, 0.99, 60), 60);
         assert_eq!(symbols_for_odds(47, 0.0, 0.99, 50), 50);
         // A large block at high loss: found, not given up on.
-        let n = symbols_for_odds(1000, 0.5, 0.99, 0);
+        // (FEC(maxloss+0.02) gives it 1,520.)
+        let n = symbols_for_odds(1000, 0.5, 0.99, 1520);
         assert!(decode_odds(n, 1000, 0.5) >= 0.99 && n < 2200, "{n}");
+    }
+
+    /// A receiver's loss comes from its own reports: a claim of 99% loss
+    /// adds nothing, and no claim doubles the policy's count.
+    #[test]
+    fn a_claimed_loss_cannot_multiply_a_send() {
+        assert_eq!(symbols_for_odds(1000, 0.99, 0.99, 1010), 1010);
+        assert_eq!(symbols_for_odds(1000, 1.0, 0.99, 1010), 1010);
+        assert_eq!(symbols_for_odds(1000, f64::NAN, 0.99, 1010), 1010);
+        assert_eq!(symbols_for_odds(10, 0.5, 0.999_999, 10), 20);
+        assert!(symbols_for_odds(56_403, 0.5, 0.99, 56_403) <= 112_806);
     }
 }

@@ -161,7 +161,8 @@ pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
 /// the other waiting items need would take less than `backlog` to send, a
 /// first send carries at least the symbols per block that give a receiver
 /// at the largest loss estimated among its listeners `odds` of decoding
-/// the block without a NAK round ([`crate::policy::odds`]). A NAK round
+/// the block without a NAK round ([`crate::policy::odds`]: nothing above
+/// 50% loss, never more than twice the policy's count). A NAK round
 /// costs a receiver more than a small item's whole transmission; the few
 /// extra symbols cost a loaded link's other items little.
 #[derive(Debug, Clone, Copy, PartialEq)]
