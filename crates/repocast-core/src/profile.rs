@@ -53,12 +53,12 @@ pub const IPV6_UDP_HEADERS: u64 = 48;
 /// wakes about once a millisecond and a busy host can keep the sender off
 /// the CPU for several, so the bucket holds this much time of packets...
 pub const BURST_TIME: Duration = Duration::from_millis(10);
+/// ...but never fewer or more packets than these.
+pub const BURST_PACKETS: (u32, u32) = (16, 256);
 /// What an idle link's first transmission may send at once under `serve`
 /// ([`ServerConfig::start_credit`]): tokio's timer tick, the most the
 /// pacing waits between two wake-ups anyway.
 pub const START_CREDIT: Duration = Duration::from_millis(1);
-/// ...but never fewer or more packets than these.
-pub const BURST_PACKETS: (u32, u32) = (16, 256);
 /// Slowest and fastest data rates the pacing accepts, bits per second.
 pub const RATE_RANGE: (u64, u64) = (8_000, 1_000_000_000_000);
 
@@ -69,7 +69,7 @@ pub const RATE_RANGE: (u64, u64) = (8_000, 1_000_000_000_000);
 pub const NAK_SPREAD_LISTENERS: u32 = 16;
 
 /// The odds of decoding without a NAK round that `serve` gives each block
-/// of a first send when nobody else waits for the link
+/// of a first send while little else waits for the link
 /// ([`ServerConfig::idle_fec`]): at 5% loss a 47-symbol block goes out as
 /// 54 symbols instead of 51, a 1,000-symbol one as the policy's 1,070.
 pub const IDLE_FEC_ODDS: f64 = 0.99;

@@ -1,0 +1,315 @@
+//! Starting transmissions: which item goes next (or which repair), how
+//! many symbols of which ids each block gets, and the announcement that
+//! opens it. Part of [`super::Server`]; the policies behind the counts are
+//! in [`crate::policy`], the schedulers in [`crate::sched`].
+
+use super::transmission::{self, Esis, Segment, Transmission};
+use super::{ClientState, RepairJob, Server, ServerEvent, Transmit, encoders};
+use crate::policy::FecPolicy;
+use crate::sched::hold;
+use crate::wire::AnnounceKind;
+use crate::{ClientId, Instant, ItemId, TransmissionId};
+
+impl Server {
+    /// `count` fresh symbol ids of `block` of `item`, from its next one on.
+    pub(super) fn alloc(&mut self, item: ItemId, block: u32, count: u32) -> Esis {
+        let st = &mut self.items[item.0 as usize];
+        let k = st.layout.block_symbols(block);
+        let space = self.cfg.code.symbol_space(k);
+        let start = st.next_esi[block as usize];
+        st.next_esi[block as usize] = ((start as u64 + count as u64) % space.max(1) as u64) as u32;
+        Esis::Range {
+            start,
+            count,
+            space,
+        }
+    }
+
+    /// The link is free: the batching hold decides what may go, then the
+    /// next scheduled send or repair starts.
+    pub(super) fn start_next(&mut self, now: Instant) {
+        self.hold_until = None;
+        // Nobody waiting for a send, a repair or a report: the busy
+        // period is over.
+        let loaded = self.demand.active().next().is_some()
+            || !self.repairs.is_empty()
+            || !self.awaiting.is_empty();
+        self.loaded_since = loaded.then(|| self.loaded_since.unwrap_or(now));
+        let gate_open = self
+            .loaded_since
+            .is_some_and(|t| now.saturating_since(t) >= self.cfg.batch_hold_after);
+        if let Some(cap) = self
+            .cfg
+            .batch_hold
+            .filter(|_| gate_open && !self.cfg.scheduler.is_push())
+        {
+            let (items, iv) = (&self.items, self.cfg.packet_interval);
+            let copy_time = |i: ItemId| {
+                let n = items.get(i.0 as usize).map_or(0, |s| s.layout.symbols());
+                iv.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
+            };
+            let wake = hold::apply(&mut self.demand, cap, now, copy_time);
+            self.hold_until = wake.map(|w| (w, self.demand.changes()));
+            // Unless the hold may idle the link, every waiting item held
+            // means none is: the scheduler's best goes now.
+            if !self.cfg.batch_hold_idle && self.demand.eligible().next().is_none() {
+                self.demand.set_held(Default::default());
+                self.hold_until = None;
+            }
+        } else {
+            self.demand.set_held(Default::default());
+        }
+        self.start_scheduled_or_repair(now);
+        // Account for the link time the hold leaves idle.
+        if self.current.is_some() || self.hold_until.is_none() {
+            if let Some(since) = self.held_since.take() {
+                self.stats.hold_idle_us += now.saturating_since(since).as_micros() as u64;
+            }
+        } else if self.held_since.is_none() {
+            self.held_since = Some(now);
+            self.stats.holds += 1;
+        }
+    }
+
+    fn start_scheduled_or_repair(&mut self, now: Instant) {
+        // With shared repairs, a repair after a repair waits for a
+        // scheduled send if anybody is waiting for one.
+        let new_turn =
+            self.cfg.share_repairs && self.last_was_repair && self.demand.active().next().is_some();
+        if !new_turn {
+            if let Some(job) = self.repairs.pop_front() {
+                return self.start_repair(now, job);
+            }
+        }
+        let Some(item) = self.scheduler.select(&self.demand, now) else {
+            if let Some(job) = self.repairs.pop_front() {
+                self.start_repair(now, job);
+            }
+            return;
+        };
+        self.last_was_repair = false;
+        let push = self.cfg.scheduler.is_push();
+        let listeners = if push {
+            Vec::new()
+        } else {
+            self.demand.waiters(item)
+        };
+        let max_loss = listeners
+            .iter()
+            .filter_map(|c| self.clients.get(c))
+            .map(ClientState::loss)
+            .fold(0.0, f64::max);
+        if !push {
+            self.restart_ids_if_unheard(item, &listeners);
+        }
+        let blocks = self.items[item.0 as usize].layout.blocks();
+        if self.cfg.scheme.is_arm() && !push {
+            self.begin_arm(now, item, &listeners);
+            return;
+        }
+        let mut plan = Vec::with_capacity(blocks as usize);
+        let mut needs = Vec::with_capacity(blocks as usize);
+        let idle_odds = (self.cfg.idle_fec)
+            .filter(|f| !push && self.spare_link(item, f.backlog))
+            .map(|f| f.odds);
+        for b in 0..blocks {
+            let need = self.block_need(item, b, &listeners);
+            needs.push(need);
+            if need == 0 {
+                continue;
+            }
+            let mut count = self
+                .cfg
+                .scheme
+                .fec
+                .symbols(need, listeners.len() as u32, max_loss);
+            if let Some(q) = idle_odds {
+                count = crate::policy::odds::symbols_for_odds(need, max_loss, q, count);
+            }
+            let esis = self.alloc(item, b, count);
+            plan.push(Segment { block: b, esis });
+        }
+        for c in &listeners {
+            self.demand.remove_wait(*c, item);
+            self.items[item.0 as usize].in_flight.insert(*c);
+        }
+        let kind = if push {
+            AnnounceKind::Carousel
+        } else {
+            AnnounceKind::First
+        };
+        let growth = matches!(self.cfg.scheme.fec, FecPolicy::MaxLoss(_)) && !push;
+        self.begin(now, item, kind, plan);
+        if push {
+            self.interleave_current(item);
+        }
+        if let Some(t) = self.current.as_mut().filter(|t| growth && t.item == item) {
+            t.growth = Some(transmission::Growth {
+                listeners: listeners.len() as u32,
+                max_loss,
+                needs,
+            });
+        }
+    }
+
+    /// Whether the link has time to spare besides `item`: no repair queued
+    /// and the other waiting items' symbols take less than `backlog` to
+    /// send (counted until they do not).
+    fn spare_link(&self, item: ItemId, backlog: std::time::Duration) -> bool {
+        let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
+        let mut waiting = 0u128;
+        self.repairs.is_empty()
+            && self.demand.active().filter(|&i| i != item).all(|i| {
+                let symbols = self
+                    .items
+                    .get(i.0 as usize)
+                    .map_or(0, |s| s.layout.symbols());
+                waiting += symbols as u128;
+                waiting < budget
+            })
+    }
+
+    /// Sends `item` from its source symbols again (ids from 0 in every
+    /// block) when no receiver can hold a symbol of it: nobody is in flight
+    /// for it and every one of `listeners` asked for it after its last
+    /// transmission. Source symbols need no encoding on this side (a
+    /// fountain code's repair symbols do: intermediate symbols per block),
+    /// and a receiver that gets all of them decodes nothing; fresh ids only
+    /// matter to a receiver that may hold some.
+    fn restart_ids_if_unheard(&mut self, item: ItemId, listeners: &[ClientId]) {
+        let Some(st) = self.items.get(item.0 as usize) else {
+            return;
+        };
+        let unheard = st.in_flight.is_empty()
+            && !listeners.is_empty()
+            && listeners.iter().all(|c| {
+                (self.clients.get(c)).and_then(|s| s.unheard.get(&item)) == Some(&st.starts)
+            });
+        if unheard {
+            self.items[item.0 as usize].next_esi.fill(0);
+        }
+    }
+
+    /// Starts a repair transmission of `job`'s symbols, from fresh ids.
+    fn start_repair(&mut self, now: Instant, job: RepairJob) {
+        self.last_was_repair = true;
+        let mut plan = Vec::new();
+        let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;
+        for (&block, &count) in &job.counts {
+            let esis = if lists_ids {
+                Esis::List(
+                    job.missing
+                        .get(&block)
+                        .map(|s| s.iter().copied().collect())
+                        .unwrap_or_default(),
+                )
+            } else {
+                self.alloc(job.item, block, count)
+            };
+            plan.push(Segment { block, esis });
+        }
+        self.begin(now, job.item, AnnounceKind::Repair, plan);
+    }
+
+    /// The most any of `listeners` still needs of block `b`: k for a
+    /// newcomer, its last NAK's count for one that holds symbols.
+    fn block_need(&self, item: ItemId, b: u32, listeners: &[ClientId]) -> u32 {
+        let k = self.items[item.0 as usize].layout.block_symbols(b);
+        listeners
+            .iter()
+            .map(|c| {
+                self.clients
+                    .get(c)
+                    .and_then(|s| s.needs.get(&item))
+                    .map_or(k, |n| n.get(&b).copied().unwrap_or(0))
+            })
+            .max()
+            .unwrap_or(k)
+    }
+
+    /// Starts an ARM transmission of `item`: K' = the item's rounds of
+    /// interleaved symbols up front, grown by the receivers' ARM NAKs.
+    fn begin_arm(&mut self, now: Instant, item: ItemId, listeners: &[ClientId]) {
+        let st = &self.items[item.0 as usize];
+        let (layout, blocks) = (st.layout, st.layout.blocks());
+        let bases = st.next_esi.clone();
+        let spaces: Vec<u32> = (0..blocks)
+            .map(|b| self.cfg.code.symbol_space(layout.block_symbols(b)))
+            .collect();
+        // Rounds: what the neediest receiver lacks of its neediest block.
+        let rounds = (0..blocks)
+            .map(|b| self.block_need(item, b, listeners))
+            .max()
+            .unwrap_or(0);
+        let maxseq = blocks * rounds;
+        let arm = transmission::ArmTx::new(
+            bases,
+            spaces,
+            maxseq,
+            self.cfg.arm,
+            self.cfg.arm_initial_rtt,
+        );
+        for c in listeners {
+            self.demand.remove_wait(*c, item);
+            self.items[item.0 as usize].in_flight.insert(*c);
+        }
+        let id = TransmissionId(self.next_tid);
+        let t = Transmission::arm(id, item, blocks, arm);
+        self.start(now, t);
+    }
+
+    /// A push pass goes out in Fcast order, shuffled afresh per pass.
+    fn interleave_current(&mut self, item: ItemId) {
+        let Some(t) = self.current.as_mut().filter(|t| t.item == item) else {
+            return;
+        };
+        let Some(st) = self.items.get(item.0 as usize) else {
+            return;
+        };
+        let seed = self.cfg.seed ^ (t.id.0 as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let span = self.cfg.push_span_bytes;
+        let pps = 1_000_000_000 / self.cfg.packet_interval.as_nanos().max(1) as u64;
+        let spool = self.cfg.push_spool_bytes;
+        let cache = (self.push_encoders.take())
+            .unwrap_or_else(|| encoders::EncoderCache::new(span, pps).with_spool(spool));
+        t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
+    }
+
+    fn begin(&mut self, now: Instant, item: ItemId, kind: AnnounceKind, plan: Vec<Segment>) {
+        let id = TransmissionId(self.next_tid);
+        let t = Transmission::new(id, item, kind, plan);
+        self.start(now, t);
+    }
+
+    fn start(&mut self, now: Instant, t: Transmission) {
+        let (id, item, kind) = (t.id, t.item, t.kind);
+        self.next_tid += 1;
+        if let Some(st) = self.items.get_mut(item.0 as usize) {
+            st.starts += 1;
+        }
+        if kind != AnnounceKind::Repair {
+            self.demand.mark_sent(item, t.total as u64);
+        }
+        self.stats.transmissions += 1;
+        if kind == AnnounceKind::Repair {
+            self.stats.repair_transmissions += 1;
+        }
+        self.events.push_back(ServerEvent::TransmissionStarted {
+            id,
+            item,
+            repair: kind == AnnounceKind::Repair,
+            packets: t.total,
+        });
+        let a = self.announce(&t, kind);
+        self.outbox.push_back(Transmit::Announce(a));
+        if t.finished() {
+            let end = self.announce(&t, AnnounceKind::End);
+            self.outbox.push_back(Transmit::Announce(end));
+        } else {
+            self.current = Some(t);
+        }
+        // The pacing carries over from the last transmission unless the
+        // link idled ([`pacing`]).
+        self.pacer.start(now);
+    }
+}
