@@ -49,18 +49,19 @@ pub fn decode_odds(n: u32, d: u32, p: f64) -> f64 {
     }
     let (ln_p, ln_s) = (p.ln(), (1.0 - p).ln());
     // log of C(n, j) p^j s^(n - j), summed over j = 0..=n - d in log space
-    // (s^n alone underflows for large n at high loss).
+    // (s^n alone underflows for large n at high loss): `sum` is the sum
+    // so far scaled by e^-max, rescaled whenever a term raises the max.
     let mut term = n as f64 * ln_s;
-    let mut max = term;
-    let mut logs = Vec::with_capacity((n - d + 1) as usize);
-    for j in 0..=(n - d) {
-        if j > 0 {
-            term += ((n - j + 1) as f64 / j as f64).ln() + ln_p - ln_s;
+    let (mut max, mut sum) = (term, 1.0);
+    for j in 1..=(n - d) {
+        term += ((n - j + 1) as f64 / j as f64).ln() + ln_p - ln_s;
+        if term > max {
+            sum = sum * (max - term).exp() + 1.0;
+            max = term;
+        } else {
+            sum += (term - max).exp();
         }
-        max = max.max(term);
-        logs.push(term);
     }
-    let sum: f64 = logs.iter().map(|l| (l - max).exp()).sum();
     (max + sum.ln()).exp().min(1.0)
 }
 

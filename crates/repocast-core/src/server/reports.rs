@@ -211,18 +211,16 @@ impl Server {
                     continue;
                 }
             }
-            let on_air = self.current.as_ref().is_some_and(|t| t.item == item);
-            if !on_air {
+            let on_air = self.current.as_ref().filter(|t| t.item == item);
+            let joinable = (on_air)
+                .filter(|t| t.kind != AnnounceKind::End)
+                .map(|t| self.announce(t, t.kind));
+            if on_air.is_none() {
                 let starts = self.items[item.0 as usize].starts;
                 if let Some(c) = self.clients.get_mut(&client) {
                     c.unheard.insert(item, starts);
                 }
             }
-            let joinable = self
-                .current
-                .as_ref()
-                .filter(|t| t.item == item && t.kind != AnnounceKind::End)
-                .map(|t| self.announce(t, t.kind));
             match joinable {
                 Some(a) if self.cfg.scheme.notify => {
                     self.items[item.0 as usize].in_flight.insert(client);
