@@ -124,6 +124,7 @@ impl Profile {
                     nak_window: (Duration::from_millis(5), Duration::from_millis(50)),
                     nak_spread_listeners: Some(NAK_SPREAD_LISTENERS),
                     start_credit: START_CREDIT,
+                    loss_tiers: true,
                     idle_fec: Some(IdleFec {
                         odds: IDLE_FEC_ODDS,
                         backlog: IDLE_FEC_BACKLOG,

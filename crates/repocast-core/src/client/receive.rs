@@ -110,7 +110,12 @@ impl Client {
         l.last_heard = now;
         l.first_seq = Some(l.first_seq.map_or(p.seq, |f| f.min(p.seq)));
         l.last_seq = l.last_seq.max(p.seq);
-        if loss_reports && !l.reported && l.total >= LOSS_REPORT_MIN_TOTAL {
+        // A transmission joined by its data (every copy of its
+        // announcement lost: one in eight at 50% loss) has no known length:
+        // it reports too, or the server never learns this receiver's loss
+        // before its NAK.
+        let long = l.total >= LOSS_REPORT_MIN_TOTAL || l.total == 0;
+        if loss_reports && !l.reported && long {
             let seen = (l.last_seq.saturating_add(1)).saturating_sub(l.first_seq.unwrap_or(0));
             if seen >= LOSS_REPORT_AFTER {
                 l.reported = true;

@@ -11,6 +11,7 @@ pub mod fec;
 pub mod odds;
 pub mod retransmit;
 pub mod scheme;
+pub mod tiers;
 
 pub use fec::FecPolicy;
 pub use retransmit::Retransmit;

@@ -50,6 +50,11 @@ pub struct ServerConfig {
     /// waiting a random share of a window meant to spread many NAKs. None:
     /// every transmission announces the whole window (the study's setting).
     pub nak_spread_listeners: Option<u32>,
+    /// Request mode: a scheduled send to receivers of very different loss
+    /// goes in two tiers, every block's share for the lower-loss receivers
+    /// first, then the rest for the lossiest ([`crate::policy::tiers`]).
+    /// Off: block after block (the study's setting).
+    pub loss_tiers: bool,
     /// Request mode: FEC for a link with time to spare ([`IdleFec`]).
     /// None: the FEC policy alone (the study's setting).
     pub idle_fec: Option<IdleFec>,
@@ -207,6 +212,7 @@ impl Default for ServerConfig {
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
             push_spool_bytes: 0,
+            loss_tiers: false,
             batch_hold: None,
             batch_hold_after: Duration::ZERO,
             batch_hold_idle: false,

@@ -1,7 +1,8 @@
 //! Early loss reports: a receiver says, a thousand packets into a long
 //! transmission, how many it has heard; under `FEC(maxloss+x)` the server
 //! then grows the blocks of that scheduled send not yet sent to the loss it
-//! now knows, and announces the new length.
+//! now knows (in loss tiers, `crate::policy::tiers`), and announces the new
+//! length.
 //!
 //! Without it a first transmission to new receivers carries only x of
 //! redundancy (no loss is known yet), every block ends short, and all of
@@ -39,9 +40,14 @@ impl Server {
 
     /// Grows the scheduled send `tid`, if it is on air and sized by
     /// `FEC(maxloss+x)`, to the largest loss now estimated among its
-    /// receivers.
+    /// receivers: each block gets what the policy sends at that loss, a
+    /// block still to be sent on its own segment, one sent already at the
+    /// end of the first tier (so its receivers need no NAK round for it).
+    /// With loss tiers ([`crate::policy::tiers`]) the first tier grows only
+    /// to the lower tier's loss and the rest goes to the tail, so one lossy
+    /// receiver does not hold back the others.
     fn grow_current(&mut self, tid: TransmissionId) {
-        let FecPolicy::MaxLoss(x) = self.cfg.scheme.fec else {
+        let FecPolicy::MaxLoss(_) = self.cfg.scheme.fec else {
             return;
         };
         let Some(t) = self.current.as_ref().filter(|t| t.id == tid) else {
@@ -50,29 +56,39 @@ impl Server {
         let Some(g) = t.growth.as_ref() else {
             return;
         };
-        let item = t.item;
-        let st = &self.items[item.0 as usize];
-        let max_loss = (st.in_flight.iter())
+        let (item, receivers, needs, odds) = (t.item, g.listeners, g.needs.clone(), g.odds);
+        let states: Vec<&super::ClientState> = (self.items[item.0 as usize].in_flight.iter())
             .filter_map(|c| self.clients.get(c))
-            .map(super::ClientState::loss)
-            .fold(g.max_loss, f64::max);
-        if max_loss <= g.max_loss {
-            return;
-        }
-        let policy = FecPolicy::MaxLoss(x);
-        let adds: Vec<(usize, u32, u32)> = (t.unfinished_segments().into_iter())
-            .filter_map(|(i, block, planned)| {
-                let need = g.needs.get(block as usize).copied()?;
-                let want = policy.symbols(need, g.listeners, max_loss);
-                (want > planned).then(|| (i, block, want - planned))
-            })
             .collect();
-        let mut grown = 0;
-        for (i, block, add) in adds {
-            let extra = self.alloc(item, block, add);
-            if let Some(t) = self.current.as_mut() {
-                if t.extend_segment(i, &extra) {
-                    grown += add;
+        let max_loss = states.iter().map(|c| c.loss()).fold(g.max_loss, f64::max);
+        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(max_loss)).collect();
+        let first_loss = self
+            .first_tier_loss(&losses, receivers)
+            .filter(|&l| l < max_loss);
+        let mut grown = 0u64;
+        for (b, need) in (0u32..).zip(needs) {
+            let Some(planned) = (self.current.as_ref())
+                .filter(|_| need > 0)
+                .map(|t| t.first_tier_planned(b))
+            else {
+                continue;
+            };
+            let want = self.send_count(need, receivers, max_loss, odds);
+            let first = first_loss.map_or(want, |l| self.send_count(need, receivers, l, odds));
+            let first = first.min(want);
+            if first > planned {
+                let extra = self.alloc(item, b, first - planned);
+                if let Some(t) = self.current.as_mut() {
+                    grown += u64::from(first - planned);
+                    t.grow_first_tier(b, extra);
+                }
+            }
+            let planned = self.current.as_ref().map_or(want, |t| t.planned(b));
+            if want > planned {
+                let extra = self.alloc(item, b, want - planned);
+                if let Some(t) = self.current.as_mut() {
+                    grown += u64::from(want - planned);
+                    t.grow_tail(b, extra);
                 }
             }
         }
@@ -80,7 +96,7 @@ impl Server {
             g.max_loss = max_loss;
         }
         if grown > 0 {
-            self.stats.grown_packets += grown as u64;
+            self.stats.grown_packets += grown;
             if let Some(t) = self.current.as_ref() {
                 let a = self.announce(t, AnnounceKind::First);
                 self.outbox.push_back(Transmit::Announce(a));

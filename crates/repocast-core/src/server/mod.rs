@@ -124,17 +124,37 @@ struct ClientState {
     unheard: FastMap<ItemId, u64>,
 }
 
+/// Packets behind a loss estimate before it may size a loss tier of its
+/// own (at 5% loss, 256 packets put the estimate within about 1.4
+/// points).
+const TIER_SAMPLE: f64 = 256.0;
+
 impl ClientState {
     /// Its estimated loss: its own reports, after its host's record.
     fn loss(&self) -> f64 {
+        self.loss_sample().0
+    }
+
+    /// Its estimated loss and the packets behind the estimate.
+    fn loss_sample(&self) -> (f64, f64) {
         let (r, e) = self.early.map_or((0, 0), |(_, r, e)| (r as u64, e as u64));
         let (received, expected) = (self.received + r, self.expected + e);
         let lost = self.prior.lost + expected.saturating_sub(received.min(expected)) as f64;
         let expected = self.prior.expected + expected as f64;
         if expected <= 0.0 {
-            0.0
+            (0.0, 0.0)
         } else {
-            (lost / expected).clamp(0.0, 1.0)
+            ((lost / expected).clamp(0.0, 1.0), expected)
+        }
+    }
+
+    /// Its loss for choosing loss tiers: `unknown` (the lossiest tier's)
+    /// until an estimate rests on [`TIER_SAMPLE`] packets, so a receiver
+    /// not yet heard from never sizes a tier for itself.
+    fn tier_loss(&self, unknown: f64) -> f64 {
+        match self.loss_sample() {
+            (p, n) if n >= TIER_SAMPLE => p,
+            _ => unknown,
         }
     }
 }

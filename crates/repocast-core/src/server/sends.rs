@@ -94,11 +94,12 @@ impl Server {
         } else {
             self.demand.waiters(item)
         };
-        let max_loss = listeners
-            .iter()
+        let states: Vec<&ClientState> = (listeners.iter())
             .filter_map(|c| self.clients.get(c))
-            .map(ClientState::loss)
-            .fold(0.0, f64::max);
+            .collect();
+        let max_loss = states.iter().map(|c| c.loss()).fold(0.0, f64::max);
+        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(max_loss)).collect();
+        let first_loss = self.first_tier_loss(&losses, listeners.len() as u32);
         if !push {
             self.restart_ids_if_unheard(item, &listeners);
         }
@@ -107,27 +108,27 @@ impl Server {
             self.begin_arm(now, item, &listeners);
             return;
         }
-        let mut plan = Vec::with_capacity(blocks as usize);
-        let mut needs = Vec::with_capacity(blocks as usize);
+        let needs: Vec<u32> = (0..blocks)
+            .map(|b| self.block_need(item, b, &listeners))
+            .collect();
+        // The odds are the item's: each of its G blocks gets the G-th root.
+        let g = needs.iter().filter(|&&d| d > 0).count().max(1) as f64;
         let idle_odds = (self.cfg.idle_fec)
             .filter(|f| !push && self.spare_link(item, f.backlog))
-            .map(|f| f.odds);
-        for b in 0..blocks {
-            let need = self.block_need(item, b, &listeners);
-            needs.push(need);
+            .map(|f| f.odds.powf(g.recip()));
+        let n = listeners.len() as u32;
+        let (mut first, mut tail) = (Vec::new(), Vec::new());
+        for (b, &need) in (0u32..).zip(&needs) {
             if need == 0 {
                 continue;
             }
-            let mut count = self
-                .cfg
-                .scheme
-                .fec
-                .symbols(need, listeners.len() as u32, max_loss);
-            if let Some(q) = idle_odds {
-                count = crate::policy::odds::symbols_for_odds(need, max_loss, q, count);
-            }
-            let esis = self.alloc(item, b, count);
-            plan.push(Segment { block: b, esis });
+            let count = self.send_count(need, n, max_loss, idle_odds);
+            let early = first_loss.map_or(count, |l| self.send_count(need, n, l, idle_odds));
+            let early = early.min(count);
+            let esis = self.alloc(item, b, early);
+            first.push(Segment { block: b, esis });
+            let esis = self.alloc(item, b, count - early);
+            tail.push(Segment { block: b, esis });
         }
         for c in &listeners {
             self.demand.remove_wait(*c, item);
@@ -139,7 +140,8 @@ impl Server {
             AnnounceKind::First
         };
         let growth = matches!(self.cfg.scheme.fec, FecPolicy::MaxLoss(_)) && !push;
-        self.begin(now, item, kind, plan);
+        let id = TransmissionId(self.next_tid);
+        self.start(now, Transmission::tiered(id, item, kind, first, tail));
         if push {
             self.interleave_current(item);
         }
@@ -148,8 +150,34 @@ impl Server {
                 listeners: listeners.len() as u32,
                 max_loss,
                 needs,
+                odds: idle_odds,
             });
         }
+    }
+
+    /// Symbols a scheduled send gives a block of `need` for `receivers`
+    /// whose largest loss is `loss`: the FEC policy's count, raised to
+    /// `odds` of decoding when the link has time to spare.
+    pub(super) fn send_count(
+        &self,
+        need: u32,
+        receivers: u32,
+        loss: f64,
+        odds: Option<f64>,
+    ) -> u32 {
+        let count = self.cfg.scheme.fec.symbols(need, receivers, loss);
+        odds.map_or(count, |q| {
+            crate::policy::odds::symbols_for_odds(need, loss, q, count)
+        })
+    }
+
+    /// The loss a scheduled send's first tier is sized for, among
+    /// receivers at `losses` (`None`: one tier; [`crate::policy::tiers`]).
+    pub(super) fn first_tier_loss(&self, losses: &[f64], receivers: u32) -> Option<f64> {
+        let fec = self.cfg.scheme.fec;
+        (self.cfg.loss_tiers && !self.cfg.scheduler.is_push())
+            .then(|| crate::policy::tiers::first_tier(losses, |p| fec.expansion(receivers, p)))
+            .flatten()
     }
 
     /// Whether the link has time to spare besides `item`: no repair queued

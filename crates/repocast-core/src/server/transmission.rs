@@ -1,9 +1,11 @@
 //! One transmission on the data channel: its plan and its packets.
 //!
 //! A plan is a list of segments (a block and the symbol ids to send from
-//! it); blocks are sent in order, one encoder alive at a time, so the server
-//! holds at most one block of item data. Transmissions are non-preemptive:
-//! once started, a plan is sent to the end.
+//! it), sent in order, one encoder alive at a time, so the server holds at
+//! most one block of item data. A scheduled send may come in two loss
+//! tiers ([`crate::policy::tiers`]): every block's first-tier segment, then
+//! every block's tail. Transmissions are non-preemptive: once started, a
+//! plan is sent to the end.
 
 use super::config::BlockSource;
 use super::encoders::EncoderCache;
@@ -64,6 +66,8 @@ pub struct Transmission {
     pub first_block: u32,
     pub block_count: u32,
     plan: Vec<Segment>,
+    /// Where the tail tier starts in `plan` (its length: no tail).
+    tail_start: usize,
     seg: usize,
     pos: u32,
     seq: u32,
@@ -86,6 +90,9 @@ pub struct Growth {
     pub max_loss: f64,
     /// Each block's need (symbols before redundancy), by block number.
     pub needs: Vec<u32>,
+    /// The odds of decoding it was sized for on a link with time to
+    /// spare (`ServerConfig::idle_fec`), if any.
+    pub odds: Option<f64>,
 }
 
 /// State of an ARM transmission (SPEC 3.5): interleaved blocks, round r
@@ -191,6 +198,7 @@ impl Transmission {
             } else {
                 last - first_block + 1
             },
+            tail_start: plan.len(),
             plan,
             seg: 0,
             pos: 0,
@@ -271,21 +279,86 @@ impl Transmission {
         self.plan.push(seg);
     }
 
-    /// Segments not yet sent to the end (the one on air and those after
-    /// it): (index, block, ids planned).
-    pub fn unfinished_segments(&self) -> Vec<(usize, u32, u32)> {
-        if self.arm.is_some() {
-            return Vec::new();
+    /// A scheduled send in two loss tiers: `first` (every block sized for
+    /// the lower-loss receivers), then `tail` (the rest each block needs
+    /// for the lossiest).
+    pub fn tiered(
+        id: TransmissionId,
+        item: ItemId,
+        kind: AnnounceKind,
+        first: Vec<Segment>,
+        tail: Vec<Segment>,
+    ) -> Self {
+        let tail_start = first.iter().filter(|s| s.esis.len() > 0).count();
+        let mut t = Transmission::new(id, item, kind, first.into_iter().chain(tail).collect());
+        t.tail_start = tail_start;
+        t
+    }
+
+    /// Symbols planned for `block` in the first tier.
+    pub fn first_tier_planned(&self, block: u32) -> u32 {
+        (self.plan.iter().take(self.tail_start))
+            .filter(|s| s.block == block)
+            .map(|s| s.esis.len())
+            .sum()
+    }
+
+    /// The last first-tier segment of `block` not yet sent to its end.
+    fn open_first(&self, block: u32) -> Option<usize> {
+        (self.seg..self.tail_start)
+            .rev()
+            .find(|&i| self.plan[i].block == block)
+    }
+
+    /// Whether `block` has symbols in the tail tier.
+    pub fn has_tail(&self, block: u32) -> bool {
+        (self.plan.iter().skip(self.tail_start)).any(|s| s.block == block)
+    }
+
+    /// Adds `extra` to `block`'s first tier: onto its open segment when
+    /// the ids continue it, else as a segment right after it; a block whose
+    /// first tier is sent gets a segment at the end of the first tier (or
+    /// next, once the tail is on air).
+    pub fn grow_first_tier(&mut self, block: u32, extra: Esis) {
+        if self.arm.is_some() || self.fcast.is_some() || extra.len() == 0 {
+            return;
         }
-        (self.plan.iter().enumerate().skip(self.seg))
-            .map(|(i, s)| (i, s.block, s.esis.len()))
-            .collect()
+        let at = match self.open_first(block) {
+            Some(i) if self.extend_segment(i, &extra) => return,
+            Some(i) => i + 1,
+            None if self.seg < self.tail_start => self.tail_start,
+            None => {
+                // In the tail: right after the segment on air.
+                self.total = self.total.saturating_add(extra.len());
+                let at = (self.seg + 1).min(self.plan.len());
+                self.plan.insert(at, Segment { block, esis: extra });
+                return;
+            }
+        };
+        self.total = self.total.saturating_add(extra.len());
+        self.plan.insert(at, Segment { block, esis: extra });
+        self.tail_start += 1;
+    }
+
+    /// Adds `extra` to `block`'s tail: onto its tail segment when that is
+    /// not yet sent to its end and the ids continue it, else as a new
+    /// segment at the end of the plan.
+    pub fn grow_tail(&mut self, block: u32, extra: Esis) {
+        if self.arm.is_some() || self.fcast.is_some() || extra.len() == 0 {
+            return;
+        }
+        let open = (self.seg.max(self.tail_start)..self.plan.len())
+            .rev()
+            .find(|&i| self.plan[i].block == block);
+        if !open.is_some_and(|i| self.extend_segment(i, &extra)) {
+            self.append(Segment { block, esis: extra });
+        }
     }
 
     /// Appends `extra` ids to segment `i` when they continue its range
-    /// (fresh ids allocated right after it); false (nothing changed)
-    /// otherwise.
-    pub fn extend_segment(&mut self, i: usize, extra: &Esis) -> bool {
+    /// (fresh ids allocated right after it) and it is not yet sent to its
+    /// end; false (nothing changed) otherwise.
+    fn extend_segment(&mut self, i: usize, extra: &Esis) -> bool {
         let Some(seg) = self.plan.get_mut(i).filter(|_| i >= self.seg) else {
             return false;
         };
@@ -550,5 +623,93 @@ impl Transmission {
             tag: Vec::new(),
             encrypted: false,
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::FecParams;
+
+    fn range(start: u32, count: u32) -> Esis {
+        Esis::Range {
+            start,
+            count,
+            space: 1 << 20,
+        }
+    }
+
+    fn seg(block: u32, start: u32, count: u32) -> Segment {
+        Segment {
+            block,
+            esis: range(start, count),
+        }
+    }
+
+    /// (block, id) of the next `n` packets.
+    fn take(t: &mut Transmission, n: usize) -> Vec<(u32, u32)> {
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 64,
+            max_block_symbols: 4,
+        };
+        let layout = Layout::new(64 * 12, &fec).expect("layout");
+        let iv = std::time::Duration::from_micros(10);
+        (0..n)
+            .map_while(|_| {
+                let p = t.next(
+                    crate::Instant::ZERO,
+                    iv,
+                    SessionId(1),
+                    &layout,
+                    fec.code,
+                    None,
+                );
+                p.ok().flatten().map(|p| (p.block.0, p.symbol))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tiered_send_gives_every_block_its_first_tier_before_any_tail() {
+        let first = vec![seg(0, 0, 2), seg(1, 0, 2), seg(2, 0, 2)];
+        let tail = vec![seg(0, 2, 1), seg(1, 2, 1), seg(2, 2, 0)];
+        let mut t = Transmission::tiered(
+            TransmissionId(1),
+            ItemId(0),
+            AnnounceKind::First,
+            first,
+            tail,
+        );
+        assert_eq!(t.total, 8);
+        assert_eq!(take(&mut t, 3), [(0, 0), (0, 1), (1, 0)]);
+        // Grown while block 1's first tier is on air: id 2 is its tail's,
+        // so id 3 goes in a segment right after it.
+        t.grow_first_tier(1, range(3, 1));
+        // Block 0's first tier is sent: its growth ends the first tier.
+        t.grow_first_tier(0, range(3, 1));
+        // Tails grow in place when the ids continue them, else at the end.
+        t.grow_tail(1, range(4, 2));
+        t.grow_tail(2, range(2, 1));
+        assert_eq!(t.total, 13);
+        assert_eq!(t.first_tier_planned(1), 3);
+        assert!(t.has_tail(2));
+        let rest = take(&mut t, 20);
+        assert_eq!(
+            rest,
+            [
+                (1, 1),
+                (1, 3),
+                (2, 0),
+                (2, 1),
+                (0, 3),
+                (0, 2),
+                (1, 2),
+                (1, 4),
+                (1, 5),
+                (2, 2)
+            ]
+        );
+        assert!(t.finished());
     }
 }
