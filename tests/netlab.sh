@@ -11,6 +11,8 @@
 #   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
 #   KEEP=1 tests/netlab.sh          # keep the logs and files
 #   GET_ARGS=--no-share tests/netlab.sh   # more flags for get
+#   SMALL_FILES=0 tests/netlab.sh   # the big file alone (each client's
+#                                   # time is then that file's)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAB=${LAB:-tests/lab/lab.sh}
@@ -24,8 +26,10 @@ source tests/lab/common.sh
 
 mkdir -p "$WORK/repo/docs"
 head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
-for i in 1 2 3 4 5; do head -c $((i * 37000)) /dev/urandom > "$WORK/repo/docs/f$i"; done
-: > "$WORK/repo/docs/empty"
+if [ "${SMALL_FILES:-1}" != 0 ]; then
+  for i in 1 2 3 4 5; do head -c $((i * 37000)) /dev/urandom > "$WORK/repo/docs/f$i"; done
+  : > "$WORK/repo/docs/empty"
+fi
 
 if ! bash "$LAB" --name "$NAME" up --clients 3 --client-loss "$LOSSES" >/dev/null 2>"$WORK/netlab.err"; then
   echo "netlab.sh: skipped (the lab could not be built: $(tail -n 1 "$WORK/netlab.err"))"

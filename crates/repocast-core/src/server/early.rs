@@ -61,7 +61,11 @@ impl Server {
             .filter_map(|c| self.clients.get(c))
             .collect();
         let max_loss = states.iter().map(|c| c.loss()).fold(g.max_loss, f64::max);
-        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(max_loss)).collect();
+        // A receiver not heard from yet is taken at the loss the send was
+        // sized for (its report is due within this send, and the first
+        // tier can still grow then): a lossy receiver reporting first
+        // does not pull everyone's first tier up to its own loss.
+        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(g.max_loss)).collect();
         let first_loss = self
             .first_tier_loss(&losses, receivers)
             .filter(|&l| l < max_loss);
@@ -79,7 +83,9 @@ impl Server {
             if first > planned {
                 let extra = self.alloc(item, b, first - planned);
                 if let Some(t) = self.current.as_mut() {
-                    grown += u64::from(first - planned);
+                    // What the first tier now carries, the tail need not.
+                    let dropped = t.drop_tail(b, first - planned);
+                    grown += u64::from(first - planned - dropped);
                     t.grow_first_tier(b, extra);
                 }
             }

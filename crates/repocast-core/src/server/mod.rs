@@ -148,9 +148,10 @@ impl ClientState {
         }
     }
 
-    /// Its loss for choosing loss tiers: `unknown` (the lossiest tier's)
-    /// until an estimate rests on [`TIER_SAMPLE`] packets, so a receiver
-    /// not yet heard from never sizes a tier for itself.
+    /// Its loss for choosing loss tiers: `unknown` until an estimate
+    /// rests on [`TIER_SAMPLE`] packets (a send's plan takes such a
+    /// receiver at the lossiest tier, so it never sizes a tier for itself;
+    /// early-report growth at the loss the send was sized for).
     fn tier_loss(&self, unknown: f64) -> f64 {
         match self.loss_sample() {
             (p, n) if n >= TIER_SAMPLE => p,

@@ -340,6 +340,32 @@ impl Transmission {
         self.tail_start += 1;
     }
 
+    /// Drops up to `n` of `block`'s tail symbols not yet sent (from the
+    /// end of the plan back), because its first tier grows to carry them;
+    /// returns how many were dropped. A segment on air keeps its count.
+    pub fn drop_tail(&mut self, block: u32, n: u32) -> u32 {
+        let mut dropped = 0;
+        let from = self.tail_start.max(self.seg + 1);
+        let mut i = self.plan.len();
+        while i > from && dropped < n {
+            i -= 1;
+            if self.plan[i].block != block {
+                continue;
+            }
+            let Esis::Range { count, .. } = &mut self.plan[i].esis else {
+                continue;
+            };
+            let cut = (*count).min(n - dropped);
+            *count -= cut;
+            dropped += cut;
+            if *count == 0 {
+                self.plan.remove(i);
+            }
+        }
+        self.total = self.total.saturating_sub(dropped);
+        dropped
+    }
+
     /// Adds `extra` to `block`'s tail: onto its tail segment when that is
     /// not yet sent to its end and the ids continue it, else as a new
     /// segment at the end of the plan.
@@ -711,5 +737,37 @@ mod tests {
             ]
         );
         assert!(t.finished());
+    }
+
+    #[test]
+    fn a_first_tier_that_grows_takes_over_its_blocks_unsent_tail() {
+        let first = vec![seg(0, 0, 2), seg(1, 0, 2)];
+        let tail = vec![seg(0, 2, 2), seg(1, 2, 2)];
+        let mut t = Transmission::tiered(
+            TransmissionId(1),
+            ItemId(0),
+            AnnounceKind::First,
+            first,
+            tail,
+        );
+        assert_eq!(take(&mut t, 1), [(0, 0)]);
+        // Block 1's first tier grows by 3: its tail's 2 go, 1 more is new.
+        assert_eq!(t.drop_tail(1, 3), 2);
+        t.grow_first_tier(1, range(4, 3));
+        assert!(!t.has_tail(1));
+        assert_eq!(t.total, 9);
+        assert_eq!(
+            take(&mut t, 20),
+            [
+                (0, 1),
+                (1, 0),
+                (1, 1),
+                (1, 4),
+                (1, 5),
+                (1, 6),
+                (0, 2),
+                (0, 3)
+            ]
+        );
     }
 }
