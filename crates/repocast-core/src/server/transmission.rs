@@ -672,6 +672,16 @@ mod tests {
         }
     }
 
+    fn tiered(first: Vec<Segment>, tail: Vec<Segment>) -> Transmission {
+        Transmission::tiered(
+            TransmissionId(1),
+            ItemId(0),
+            AnnounceKind::First,
+            first,
+            tail,
+        )
+    }
+
     /// (block, id) of the next `n` packets.
     fn take(t: &mut Transmission, n: usize) -> Vec<(u32, u32)> {
         let fec = FecParams {
@@ -700,13 +710,7 @@ mod tests {
     fn a_tiered_send_gives_every_block_its_first_tier_before_any_tail() {
         let first = vec![seg(0, 0, 2), seg(1, 0, 2), seg(2, 0, 2)];
         let tail = vec![seg(0, 2, 1), seg(1, 2, 1), seg(2, 2, 0)];
-        let mut t = Transmission::tiered(
-            TransmissionId(1),
-            ItemId(0),
-            AnnounceKind::First,
-            first,
-            tail,
-        );
+        let mut t = tiered(first, tail);
         assert_eq!(t.total, 8);
         assert_eq!(take(&mut t, 3), [(0, 0), (0, 1), (1, 0)]);
         // Grown while block 1's first tier is on air: id 2 is its tail's,
@@ -743,13 +747,7 @@ mod tests {
     fn a_first_tier_that_grows_takes_over_its_blocks_unsent_tail() {
         let first = vec![seg(0, 0, 2), seg(1, 0, 2)];
         let tail = vec![seg(0, 2, 2), seg(1, 2, 2)];
-        let mut t = Transmission::tiered(
-            TransmissionId(1),
-            ItemId(0),
-            AnnounceKind::First,
-            first,
-            tail,
-        );
+        let mut t = tiered(first, tail);
         assert_eq!(take(&mut t, 1), [(0, 0)]);
         // Block 1's first tier grows by 3: its tail's 2 go, 1 more is new.
         assert_eq!(t.drop_tail(1, 3), 2);
