@@ -125,6 +125,7 @@ impl Profile {
                     nak_spread_listeners: Some(NAK_SPREAD_LISTENERS),
                     start_credit: START_CREDIT,
                     loss_tiers: true,
+                    size_ties: true,
                     idle_fec: Some(IdleFec {
                         odds: IDLE_FEC_ODDS,
                         backlog: IDLE_FEC_BACKLOG,

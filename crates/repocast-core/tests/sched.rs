@@ -96,6 +96,33 @@ fn ties_break_to_the_lowest_item_id() {
     }
 }
 
+/// With sizes (as `serve` runs: `ServerConfig::size_ties`), equal scores
+/// go to the smallest item, then the lowest id; a higher score still wins
+/// whatever its size.
+#[test]
+fn with_sizes_ties_break_to_the_smallest_item() {
+    let mut t = DemandTable::new(10, QKey::Count);
+    for i in [7u32, 3, 5, 8] {
+        t.add_wait(ClientId(i), ItemId(i), Instant::ZERO);
+    }
+    let mut sizes = vec![100u64; 10];
+    (sizes[3], sizes[5], sizes[7], sizes[8]) = (900, 40, 40, 10);
+    t.set_sizes(sizes);
+    for kind in ["rq", "rq-fill", "popular"] {
+        let mut s = SchedulerKind::from_name(kind).expect("known").build();
+        assert_eq!(s.select(&t, Instant::ZERO), Some(ItemId(8)), "{kind}");
+    }
+    // Two clients want item 3: its score is higher, so it goes first.
+    t.add_wait(ClientId(9), ItemId(3), Instant::ZERO);
+    let mut rq = SchedulerKind::from_name("rq").expect("known").build();
+    assert_eq!(rq.select(&t, Instant::ZERO), Some(ItemId(3)));
+    t.remove_client(ClientId(9));
+    t.remove_client(ClientId(3));
+    t.remove_client(ClientId(8));
+    // Equal sizes: the lowest id.
+    assert_eq!(rq.select(&t, Instant::ZERO), Some(ItemId(5)));
+}
+
 #[test]
 fn fifo_popular_and_rxw_follow_their_rules() {
     let mut t = DemandTable::new(4, QKey::Count);

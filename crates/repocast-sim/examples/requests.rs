@@ -17,7 +17,9 @@
 //! the reliability scheme (`serve --scheme`, e.g. `FEC(0)+R(inf)`); as shipped
 //! unless given; `shared=0`: every request receives alone (`get
 //! --no-share`), with its own loss draws; `tiers=0`: scheduled sends
-//! block after block whatever the receivers' losses (no loss tiers).
+//! block after block whatever the receivers' losses (no loss tiers);
+//! `ties=id`: the scheduler's ties go to the lowest id, not the smallest
+//! item.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -70,6 +72,7 @@ fn main() {
         }
         c.batch_hold_idle |= args.iter().any(|a| a == "idle=1");
         c.loss_tiers &= !args.iter().any(|a| a == "tiers=0");
+        c.size_ties &= !args.iter().any(|a| a == "ties=id");
         if let Some(s) = args.iter().find_map(|a| a.strip_prefix("scheme=")) {
             match s.parse() {
                 Ok(scheme) => c.scheme = scheme,

@@ -481,7 +481,7 @@ fn workload(
 /// a request alone on an idle server is not held at all, and two requests
 /// for different items arriving together wait at most the cap. As shipped
 /// (engaged after 4 s of load, never idling): no more bytes (2% slack), a
-/// mean at most 7% longer and a shorter tail than without it, and
+/// shorter tail than without it (a mean longer only at light load), and
 /// neither the lone request nor the burst on an idle server held.
 #[test]
 fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
@@ -511,14 +511,14 @@ fn the_batching_hold_sends_fewer_bytes_and_never_holds_a_lone_request() {
     assert!(packets[1] < 0.97 * packets[0], "{what}");
     // As shipped, the hold reorders (items just asked for go after those
     // asked for long ago) and never idles, so the tail shortens: seeds
-    // 1-16 give 0.51 to 0.88 of the p95 without it, means 0.72 to 1.18,
-    // packets 0.94 to 1.002 (1,420-byte symbols, requests sent once the
-    // receiver is on the groups). The mean's top is this seed, the most
-    // lightly loaded (2.4 s without the hold), where the hold gains least:
-    // its ratio moves between 1.04 and 1.16 with the request connection's
-    // delay alone (100-300 us, before requests waited for the join).
+    // 1-16 give 0.47 to 0.81 of the p95 without it, packets 0.95 to
+    // 1.013, means 0.75 to 1.01 but for this seed, the most lightly loaded
+    // (1.9 s without the hold), at 1.31: the scheduler's ties go to the
+    // smallest item (`size_ties`), and the hold's reordering undoes part
+    // of that where there is little to batch. (Before size ties: means
+    // 0.72 to 1.18, this seed the top.)
     assert!(packets[2] <= 1.02 * packets[0], "{what}");
-    assert!(means[2] < 1.2 * means[0], "{what}");
+    assert!(means[2] < 1.35 * means[0], "{what}");
     assert!(p95s[2] < 0.9 * p95s[0], "{what}");
     let data = items(s);
     let delays = |hold: Hold, wants: &[&[usize]]| -> Vec<Duration> {

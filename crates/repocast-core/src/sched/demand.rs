@@ -78,6 +78,8 @@ pub struct DemandTable {
     /// Bumped whenever somebody starts or stops waiting for something.
     changes: u64,
     transmissions: u64,
+    /// Each item's size in symbols, for breaking ties (empty: by id only).
+    sizes: Vec<u64>,
 }
 
 impl DemandTable {
@@ -91,7 +93,19 @@ impl DemandTable {
             held: BTreeSet::new(),
             changes: 0,
             transmissions: 0,
+            sizes: Vec::new(),
         }
+    }
+
+    /// Breaks schedulers' ties by size from now on: of equal scores, the
+    /// item of the fewest `sizes` (symbols, by item id) goes first.
+    pub fn set_sizes(&mut self, sizes: Vec<u64>) {
+        self.sizes = sizes;
+    }
+
+    /// The size ties are broken by (0 for all without sizes).
+    pub fn tie_size(&self, item: ItemId) -> u64 {
+        self.sizes.get(item.0 as usize).copied().unwrap_or(0)
     }
 
     /// Items in the catalogue.

@@ -11,14 +11,14 @@ use crate::{Instant, ItemId};
 /// items are scanned in ascending order and only a strictly larger score
 /// wins).
 pub fn best(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
-    let mut top: Option<(f64, ItemId)> = None;
+    let mut top: Option<(f64, u64, ItemId)> = None;
     for item in table.eligible() {
-        let s = score(item);
-        if top.is_none_or(|(b, _)| s > b) {
-            top = Some((s, item));
+        let (s, size) = (score(item), table.tie_size(item));
+        if top.is_none_or(|(b, z, _)| s > b || (s == b && size < z)) {
+            top = Some((s, size, item));
         }
     }
-    top.map(|(_, i)| i)
+    top.map(|(_, _, i)| i)
 }
 
 fn r_over_q(table: &DemandTable, item: ItemId) -> f64 {

@@ -16,6 +16,12 @@ pub struct ServerConfig {
     pub scheme: Scheme,
     /// Which item next.
     pub scheduler: SchedulerKind,
+    /// Request mode: of items the scheduler scores equal, the smallest
+    /// goes first (then the lowest id), so a request that a small item
+    /// completes is not kept behind a large one it ties with. Off: the
+    /// lowest id (the study's setting; SPEC 3.1 asks only for a
+    /// deterministic tie-break).
+    pub size_ties: bool,
     /// Erasure code for every item.
     pub code: CodeKind,
     /// Bytes per symbol (even).
@@ -213,6 +219,7 @@ impl Default for ServerConfig {
             push_span_bytes: PUSH_SPAN_BYTES,
             push_spool_bytes: 0,
             loss_tiers: false,
+            size_ties: false,
             batch_hold: None,
             batch_hold_after: Duration::ZERO,
             batch_hold_idle: false,

@@ -253,7 +253,10 @@ impl Server {
             });
         }
         let scheduler = cfg.scheduler.build();
-        let demand = DemandTable::new(states.len() as u32, scheduler.q_key());
+        let mut demand = DemandTable::new(states.len() as u32, scheduler.q_key());
+        if cfg.size_ties && !cfg.scheduler.is_push() {
+            demand.set_sizes(states.iter().map(|s| s.layout.symbols()).collect());
+        }
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
             items: states,
