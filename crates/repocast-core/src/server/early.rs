@@ -57,18 +57,13 @@ impl Server {
             return;
         };
         let (item, receivers, needs, odds) = (t.item, g.listeners, g.needs.clone(), g.odds);
-        let states: Vec<&super::ClientState> = (self.items[item.0 as usize].in_flight.iter())
-            .filter_map(|c| self.clients.get(c))
-            .collect();
-        let max_loss = states.iter().map(|c| c.loss()).fold(g.max_loss, f64::max);
         // A receiver not heard from yet is taken at the loss the send was
         // sized for (its report is due within this send, and the first
         // tier can still grow then): a lossy receiver reporting first
         // does not pull everyone's first tier up to its own loss.
-        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(g.max_loss)).collect();
-        let first_loss = self
-            .first_tier_loss(&losses, receivers)
-            .filter(|&l| l < max_loss);
+        let in_flight = &self.items[item.0 as usize].in_flight;
+        let (max_loss, first_loss) =
+            self.loss_tiers(in_flight, g.max_loss, Some(g.max_loss), receivers);
         let mut grown = 0u64;
         for (b, need) in (0u32..).zip(needs) {
             let Some(planned) = (self.current.as_ref())

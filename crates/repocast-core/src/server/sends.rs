@@ -94,12 +94,6 @@ impl Server {
         } else {
             self.demand.waiters(item)
         };
-        let states: Vec<&ClientState> = (listeners.iter())
-            .filter_map(|c| self.clients.get(c))
-            .collect();
-        let max_loss = states.iter().map(|c| c.loss()).fold(0.0, f64::max);
-        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(max_loss)).collect();
-        let first_loss = self.first_tier_loss(&losses, listeners.len() as u32);
         if !push {
             self.restart_ids_if_unheard(item, &listeners);
         }
@@ -108,6 +102,8 @@ impl Server {
             self.begin_arm(now, item, &listeners);
             return;
         }
+        let n = listeners.len() as u32;
+        let (max_loss, first_loss) = self.loss_tiers(&listeners, 0.0, None, n);
         let needs: Vec<u32> = (0..blocks)
             .map(|b| self.block_need(item, b, &listeners))
             .collect();
@@ -116,7 +112,6 @@ impl Server {
         let idle_odds = (self.cfg.idle_fec)
             .filter(|f| !push && self.spare_link(item, f.backlog))
             .map(|f| f.odds.powf(g.recip()));
-        let n = listeners.len() as u32;
         let (mut first, mut tail) = (Vec::new(), Vec::new());
         for (b, &need) in (0u32..).zip(&needs) {
             if need == 0 {
@@ -147,7 +142,7 @@ impl Server {
         }
         if let Some(t) = self.current.as_mut().filter(|t| growth && t.item == item) {
             t.growth = Some(transmission::Growth {
-                listeners: listeners.len() as u32,
+                listeners: n,
                 max_loss,
                 needs,
                 odds: idle_odds,
@@ -171,13 +166,30 @@ impl Server {
         })
     }
 
-    /// The loss a scheduled send's first tier is sized for, among
-    /// receivers at `losses` (`None`: one tier; [`crate::policy::tiers`]).
-    pub(super) fn first_tier_loss(&self, losses: &[f64], receivers: u32) -> Option<f64> {
+    /// The largest loss estimated among `clients` (at least `floor`), and
+    /// the loss a send to them has its first tier sized for (`None`: one
+    /// tier; [`crate::policy::tiers`]). A receiver whose estimate is too
+    /// thin to size a tier counts at `unknown`, or at the largest loss if
+    /// that is `None`.
+    pub(super) fn loss_tiers<'a>(
+        &self,
+        clients: impl IntoIterator<Item = &'a ClientId>,
+        floor: f64,
+        unknown: Option<f64>,
+        receivers: u32,
+    ) -> (f64, Option<f64>) {
+        let states: Vec<&ClientState> = (clients.into_iter())
+            .filter_map(|c| self.clients.get(c))
+            .collect();
+        let max = states.iter().map(|c| c.loss()).fold(floor, f64::max);
+        if !self.cfg.loss_tiers || self.cfg.scheduler.is_push() {
+            return (max, None);
+        }
+        let unknown = unknown.unwrap_or(max);
+        let losses: Vec<f64> = states.iter().map(|c| c.tier_loss(unknown)).collect();
         let fec = self.cfg.scheme.fec;
-        (self.cfg.loss_tiers && !self.cfg.scheduler.is_push())
-            .then(|| crate::policy::tiers::first_tier(losses, |p| fec.expansion(receivers, p)))
-            .flatten()
+        let first = crate::policy::tiers::first_tier(&losses, |p| fec.expansion(receivers, p));
+        (max, first.filter(|&l| l < max))
     }
 
     /// Whether the link has time to spare besides `item`: no repair queued

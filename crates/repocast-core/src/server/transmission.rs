@@ -310,11 +310,6 @@ impl Transmission {
             .find(|&i| self.plan[i].block == block)
     }
 
-    /// Whether `block` has symbols in the tail tier.
-    pub fn has_tail(&self, block: u32) -> bool {
-        (self.plan.iter().skip(self.tail_start)).any(|s| s.block == block)
-    }
-
     /// Adds `extra` to `block`'s first tier: onto its open segment when
     /// the ids continue it, else as a segment right after it; a block whose
     /// first tier is sent gets a segment at the end of the first tier (or
@@ -323,21 +318,18 @@ impl Transmission {
         if self.arm.is_some() || self.fcast.is_some() || extra.len() == 0 {
             return;
         }
-        let at = match self.open_first(block) {
+        let (at, in_first) = match self.open_first(block) {
             Some(i) if self.extend_segment(i, &extra) => return,
-            Some(i) => i + 1,
-            None if self.seg < self.tail_start => self.tail_start,
-            None => {
-                // In the tail: right after the segment on air.
-                self.total = self.total.saturating_add(extra.len());
-                let at = (self.seg + 1).min(self.plan.len());
-                self.plan.insert(at, Segment { block, esis: extra });
-                return;
-            }
+            Some(i) => (i + 1, true),
+            None if self.seg < self.tail_start => (self.tail_start, true),
+            // In the tail: right after the segment on air.
+            None => ((self.seg + 1).min(self.plan.len()), false),
         };
         self.total = self.total.saturating_add(extra.len());
         self.plan.insert(at, Segment { block, esis: extra });
-        self.tail_start += 1;
+        if in_first {
+            self.tail_start += 1;
+        }
     }
 
     /// Drops up to `n` of `block`'s tail symbols not yet sent (from the
@@ -672,6 +664,11 @@ mod tests {
         }
     }
 
+    /// Whether `block` has symbols in the tail tier.
+    fn has_tail(t: &Transmission, block: u32) -> bool {
+        (t.plan.iter().skip(t.tail_start)).any(|s| s.block == block)
+    }
+
     fn tiered(first: Vec<Segment>, tail: Vec<Segment>) -> Transmission {
         Transmission::tiered(
             TransmissionId(1),
@@ -723,7 +720,7 @@ mod tests {
         t.grow_tail(2, range(2, 1));
         assert_eq!(t.total, 13);
         assert_eq!(t.first_tier_planned(1), 3);
-        assert!(t.has_tail(2));
+        assert!(has_tail(&t, 2));
         let rest = take(&mut t, 20);
         assert_eq!(
             rest,
@@ -752,7 +749,7 @@ mod tests {
         // Block 1's first tier grows by 3: its tail's 2 go, 1 more is new.
         assert_eq!(t.drop_tail(1, 3), 2);
         t.grow_first_tier(1, range(4, 3));
-        assert!(!t.has_tail(1));
+        assert!(!has_tail(&t, 1));
         assert_eq!(t.total, 9);
         assert_eq!(
             take(&mut t, 20),
