@@ -126,6 +126,7 @@ impl Profile {
                     start_credit: START_CREDIT,
                     loss_tiers: true,
                     size_ties: true,
+                    preempt: true,
                     idle_fec: Some(IdleFec {
                         odds: IDLE_FEC_ODDS,
                         backlog: IDLE_FEC_BACKLOG,

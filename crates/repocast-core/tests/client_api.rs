@@ -13,7 +13,17 @@ use std::time::Duration;
 /// short NAK window (a premature report would go out within a few ms),
 /// serving items of these sizes.
 fn server_of(scheme: &str, max_block: u32, sizes: &[u64]) -> Server {
-    let cfg = ServerConfig {
+    server_with(scheme, max_block, sizes, |_| {})
+}
+
+/// [`server_of`], with `tweak` applied to its configuration.
+fn server_with(
+    scheme: &str,
+    max_block: u32,
+    sizes: &[u64],
+    tweak: impl FnOnce(&mut ServerConfig),
+) -> Server {
+    let mut cfg = ServerConfig {
         scheme: scheme.parse().expect("scheme"),
         code: CodeKind::RaptorQ,
         symbol_size: 64,
@@ -23,6 +33,7 @@ fn server_of(scheme: &str, max_block: u32, sizes: &[u64]) -> Server {
         payloads: false,
         ..ServerConfig::default()
     };
+    tweak(&mut cfg);
     let items = (sizes.iter().enumerate())
         .map(|(i, &size)| ItemInfo {
             name: format!("f{i}"),
@@ -37,6 +48,20 @@ fn server_of(scheme: &str, max_block: u32, sizes: &[u64]) -> Server {
 /// Item 0 of one packet, item 1 of 100 packets.
 fn server() -> Server {
     server_of("FEC(0)+R(inf)", 100, &[64, 6400])
+}
+
+/// An accounting-mode client, connected to `s`, asking for items 0 and 1.
+fn asking_for_both(s: &mut Server) -> (Client, ClientId) {
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        ..ClientConfig::default()
+    });
+    let id = s.handle_connect(Instant::ZERO);
+    c.request(
+        Instant::ZERO,
+        vec![ItemSel::Id(ItemId(0)), ItemSel::Id(ItemId(1))],
+    );
+    (c, id)
 }
 
 enum Out {
@@ -66,15 +91,7 @@ fn step(s: &mut Server, c: &mut Client, id: ClientId, now: Instant) -> Vec<Out> 
 #[test]
 fn a_late_copy_of_an_older_announcement_does_not_end_the_current_transmission() {
     let mut s = server();
-    let mut c = Client::new(ClientConfig {
-        payloads: false,
-        ..ClientConfig::default()
-    });
-    let id = s.handle_connect(Instant::ZERO);
-    c.request(
-        Instant::ZERO,
-        vec![ItemSel::Id(ItemId(0)), ItemSel::Id(ItemId(1))],
-    );
+    let (mut c, id) = asking_for_both(&mut s);
     let mut stale: Vec<AnnounceRepr> = Vec::new();
     let mut heard_of_item1 = 0;
     let mut now = Instant::ZERO;
@@ -245,4 +262,111 @@ fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
     );
     assert_eq!(grown.repaired, 0);
     assert!(plain.repaired > 0);
+}
+
+/// What one receiver saw of a send interrupted by a repair.
+struct Interrupted {
+    /// When its small item, and its large one, completed.
+    small_done: Instant,
+    large_done: Instant,
+    preemptions: u64,
+    early_naks: u64,
+    repairs: u64,
+    reopened: u64,
+}
+
+/// One receiver asks for a 10-packet item and a 2,000-packet one; it loses
+/// eight packets of the small item and none of the large. Its NAK for the
+/// small item comes while the large one is on air: with `preempt` the
+/// repair interrupts the large send, which then resumes (its announcement
+/// heard again, or only its data if `hear_resume` is false).
+fn interrupted(preempt: bool, hear_resume: bool) -> Interrupted {
+    let mut s = server_with("FEC(0)+R(inf)", 100, &[640, 2000 * 64], |c| {
+        c.preempt = preempt
+    });
+    let (mut c, id) = asking_for_both(&mut s);
+    let (mut small_done, mut large_done) = (None, None);
+    let (mut lost, mut resumed) = (0, false);
+    let mut now = Instant::ZERO;
+    while !c.is_finished() && now < Instant::ZERO + Duration::from_secs(30) {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) => {
+                    // The large send's announcement after the repair's.
+                    let again = a.item == ItemId(1)
+                        && a.kind == AnnounceKind::First
+                        && a.transmission == TransmissionId(2)
+                        && now > Instant::from_millis(13);
+                    resumed |= again;
+                    if !again || hear_resume {
+                        c.handle_announce(now, &a);
+                    }
+                }
+                Out::Data(d) => {
+                    if d.item == ItemId(0) && d.transmission == TransmissionId(1) && lost < 8 {
+                        lost += 1;
+                        continue;
+                    }
+                    c.handle_data(now, &d);
+                }
+            }
+        }
+        if c.poll_timeout().is_some_and(|t| t <= now) {
+            c.handle_timeout(now);
+        }
+        while let Some(e) = c.poll_event() {
+            if let repocast_core::client::ClientEvent::ItemComplete(i) = e {
+                let at = if i == ItemId(0) {
+                    &mut small_done
+                } else {
+                    &mut large_done
+                };
+                *at = Some(now);
+            }
+        }
+        now = now + Duration::from_millis(1);
+    }
+    assert!(c.is_finished(), "the request never completed");
+    assert_eq!(resumed, preempt, "the large send resumed: {resumed}");
+    let st = s.stats();
+    Interrupted {
+        small_done: small_done.expect("small item"),
+        large_done: large_done.expect("large item"),
+        preemptions: st.preemptions,
+        early_naks: st.early_naks,
+        repairs: st.repair_transmissions,
+        reopened: c.stats().reopened,
+    }
+}
+
+/// The small item's repair goes before the large send ends, not after
+/// it, and the interrupted send costs its receiver nothing: taken back up
+/// (from its announcement, or from its data alone), it completes with no
+/// repair of its own, about as late as it would have anyway. The NAK the
+/// receiver sent while the repair was on air (its NAK delay is shorter
+/// than the repair) is left for the report at the send's real end.
+#[test]
+fn a_repair_interrupts_a_long_send_which_then_resumes() {
+    let off = interrupted(false, true);
+    assert!(off.small_done > off.large_done, "{:?}", off.small_done);
+    assert_eq!((off.preemptions, off.reopened, off.repairs), (0, 0, 1));
+    for hear_resume in [true, false] {
+        let on = interrupted(true, hear_resume);
+        assert_eq!(on.preemptions, 1);
+        assert!(
+            on.small_done < Instant::from_millis(40),
+            "{:?}",
+            on.small_done
+        );
+        assert_eq!(on.repairs, 1, "no repair of the large item");
+        assert_eq!(on.reopened, 1);
+        assert_eq!(on.early_naks, 1);
+        // The repair's few packets, and no report round, later.
+        assert!(
+            on.large_done <= off.large_done + Duration::from_millis(10),
+            "{:?} against {:?}",
+            on.large_done,
+            off.large_done
+        );
+    }
 }

@@ -262,7 +262,10 @@ fn a_receiver_that_never_reports_gets_the_item_rescheduled() {
 fn a_nak_cannot_ask_for_more_than_the_block_holds() {
     let mut s = server("FEC(0)+R(inf)");
     let c = ask(&mut s, Instant::ZERO, vec![ItemSel::Id(ItemId(1))]);
-    drain(&mut s, Instant::from_millis(100));
+    // Until the transmission has ended (a NAK for one on air is early).
+    for ms in 0..100 {
+        drain(&mut s, Instant::from_millis(ms));
+    }
     // f1 is 640 bytes of 64-byte symbols: one block of k = 10.
     s.handle_client_msg(Instant::from_millis(100), c, nak(1, 1, 11));
     assert_eq!((s.stats().bad_requests, s.stats().naks), (1, 0));

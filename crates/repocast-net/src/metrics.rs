@@ -113,6 +113,18 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "preemptions_total",
+        "Repairs that interrupted a scheduled send (which then resumed).",
+        t.preemptions,
+    );
+    counter(
+        &mut o,
+        "early_naks_total",
+        "NAKs for a transmission still on air or interrupted, left for the report at its end.",
+        t.early_naks,
+    );
+    counter(
+        &mut o,
         "batch_holds_total",
         "Times the batching hold left the link idle (--batch-hold-idle).",
         t.holds,

@@ -19,7 +19,8 @@
 //! --no-share`), with its own loss draws; `tiers=0`: scheduled sends
 //! block after block whatever the receivers' losses (no loss tiers);
 //! `ties=id`: the scheduler's ties go to the lowest id, not the smallest
-//! item.
+//! item; `preempt=0`: a repair never interrupts a scheduled send;
+//! `delays=1`: each request's delay on stderr (`delay INDEX SECONDS`).
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -73,6 +74,7 @@ fn main() {
         c.batch_hold_idle |= args.iter().any(|a| a == "idle=1");
         c.loss_tiers &= !args.iter().any(|a| a == "tiers=0");
         c.size_ties &= !args.iter().any(|a| a == "ties=id");
+        c.preempt &= !args.iter().any(|a| a == "preempt=0");
         if let Some(s) = args.iter().find_map(|a| a.strip_prefix("scheme=")) {
             match s.parse() {
                 Ok(scheme) => c.scheme = scheme,
@@ -108,6 +110,14 @@ fn main() {
         .filter_map(|r| r.delay)
         .map(|d| d.as_secs_f64())
         .collect();
+    if args.iter().any(|a| a == "delays=1") {
+        for (i, r) in reps.iter().enumerate() {
+            eprintln!(
+                "delay\t{i}\t{:.4}",
+                r.delay.map_or(-1.0, |d| d.as_secs_f64())
+            );
+        }
+    }
     let st = lan.server().server().stats();
     let sends = st.transmissions - st.repair_transmissions;
     let (packet, t) = lan_packet();
@@ -147,10 +157,12 @@ fn main() {
         fu.0, fu.1, fu.2, fu.3
     );
     println!(
-        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, held idle {:.1} s ({} holds), last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
+        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets, {} pre-empting, {} early NAKs), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, held idle {:.1} s ({} holds), last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
         w.item_requests() as f64 / sends.max(1) as f64,
         st.repair_transmissions,
         st.repair_packets,
+        st.preemptions,
+        st.early_naks,
         st.report_timeouts,
         wire / requested,
         st.hold_idle_us as f64 / 1e6,

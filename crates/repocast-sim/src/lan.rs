@@ -81,6 +81,7 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         useless: a.useless + b.useless,
         naks: a.naks + b.naks,
         corrupt_blocks: a.corrupt_blocks + b.corrupt_blocks,
+        reopened: a.reopened + b.reopened,
     }
 }
 

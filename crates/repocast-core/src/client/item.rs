@@ -34,6 +34,11 @@ pub struct Listening {
     pub last_heard: Instant,
     pub deadline: Instant,
     pub ended: bool,
+    /// Ended without its end announcement (a newer transmission began, or
+    /// its deadline passed), and taken back up if more of it comes with at
+    /// least this many packets left: a repair may interrupt a send
+    /// (`server::preempt`). `None`: it is over.
+    pub reopen_left: Option<u32>,
     /// Whether its early loss report has gone out.
     pub reported: bool,
 }
@@ -172,6 +177,7 @@ mod tests {
             last_heard: Instant::ZERO,
             deadline: Instant::ZERO,
             ended: true,
+            reopen_left: None,
             reported: false,
         };
         assert_eq!(l.expected(), 2);

@@ -21,6 +21,7 @@
 pub mod item;
 mod push;
 mod receive;
+mod reopen;
 pub mod spill;
 mod table;
 
@@ -108,6 +109,9 @@ pub struct ClientStats {
     pub naks: u64,
     /// Blocks whose decoded bytes failed their hash.
     pub corrupt_blocks: u64,
+    /// Transmissions taken back up after they seemed to end (a repair
+    /// interrupted them: `reopen`).
+    pub reopened: u64,
 }
 
 /// The client protocol state machine.
@@ -480,7 +484,7 @@ impl Client {
             .map(|e| e.0)
             .collect();
         for id in ended {
-            self.end_listening(now, id);
+            self.end_listening(now, id, Some(reopen::REOPEN_LEFT));
         }
         match a.kind {
             AnnounceKind::End => {
@@ -490,7 +494,7 @@ impl Client {
                     .and_then(|i| i.listening.as_ref())
                     .is_some_and(|l| l.id == a.transmission)
                 {
-                    self.end_listening(now, a.item);
+                    self.end_listening(now, a.item, None);
                 }
             }
             _ => {
@@ -515,11 +519,16 @@ impl Client {
         // transmission now is (the server may grow one on early loss
         // reports).
         if let Some(l) = it.listening.as_mut().filter(|l| l.id == a.transmission) {
+            let per = Duration::from_micros(a.duration_us) / a.total_packets.max(1);
             if a.total_packets > l.total && l.total > 0 {
-                let per = Duration::from_micros(a.duration_us) / a.total_packets.max(1);
                 l.deadline = l.deadline + per * (a.total_packets - l.total);
                 l.total = a.total_packets;
                 self.deadline.set(None);
+            }
+            // Announced again after we stopped hearing it: it resumes.
+            if l.ended {
+                let left = a.total_packets.saturating_sub(l.last_seq.saturating_add(1));
+                self.reopen(now, a.item, a.transmission, None, per * left);
             }
             return;
         }
@@ -542,11 +551,14 @@ impl Client {
             last_heard: now,
             deadline: now + Duration::from_micros(a.duration_us) + grace,
             ended: false,
+            reopen_left: None,
             reported: false,
         });
     }
 
-    fn end_listening(&mut self, now: Instant, item: ItemId) {
+    /// Stops hearing `item`'s transmission and owes its report after a
+    /// NAK delay; `reopen_left`: as [`item::Listening::reopen_left`].
+    fn end_listening(&mut self, now: Instant, item: ItemId, reopen_left: Option<u32>) {
         let (lo, hi) = self.nak_window;
         let delay = Duration::from_micros(
             self.rng
@@ -562,6 +574,7 @@ impl Client {
             return;
         }
         l.ended = true;
+        l.reopen_left = reopen_left;
         self.deadline.set(None);
         if it.phase == ItemPhase::Receiving && !self.push {
             it.report_due = Some((now + delay, l.id));
@@ -591,7 +604,7 @@ impl Client {
                     // announced, or the announcement was lost): wait on.
                     l.deadline = l.last_heard + grace;
                 } else {
-                    self.end_listening(now, id);
+                    self.end_listening(now, id, Some(0));
                 }
             }
             let Some(it) = self.items.at_mut(slot) else {

@@ -39,7 +39,7 @@ impl Client {
                     .and_then(|i| i.listening.as_ref())
                     .is_some_and(|l| l.id == tid && !l.ended);
                 if hearing {
-                    self.end_listening(now, item);
+                    self.end_listening(now, item, Some(super::reopen::REOPEN_LEFT));
                 }
             }
             if self.on_air.is_none_or(|(_, t)| p.transmission >= t) {
@@ -62,6 +62,7 @@ impl Client {
         if self.session.is_some_and(|s| s != p.session) {
             return false;
         }
+        self.reopen_on_data(now, p.item, p.transmission, p.seq);
         let payloads = self.cfg.payloads;
         let loss_reports = self.cfg.loss_reports;
         let pending_names = self.pending_names;

@@ -61,6 +61,12 @@ pub struct ServerConfig {
     /// first, then the rest for the lossiest ([`crate::policy::tiers`]).
     /// Off: block after block (the study's setting).
     pub loss_tiers: bool,
+    /// Request mode: a short repair may interrupt a long scheduled send
+    /// (which then resumes where it stopped) when that saves its
+    /// receivers more waiting than it costs the send's
+    /// (`server/preempt.rs`). Off: one transmission runs to its end
+    /// before the next starts (the study's setting).
+    pub preempt: bool,
     /// Request mode: FEC for a link with time to spare ([`IdleFec`]).
     /// None: the FEC policy alone (the study's setting).
     pub idle_fec: Option<IdleFec>,
@@ -220,6 +226,7 @@ impl Default for ServerConfig {
             push_spool_bytes: 0,
             loss_tiers: false,
             size_ties: false,
+            preempt: false,
             batch_hold: None,
             batch_hold_after: Duration::ZERO,
             batch_hold_idle: false,
@@ -376,6 +383,11 @@ pub struct ServerStats {
     pub holds: u64,
     /// Microseconds the link spent idle that way.
     pub hold_idle_us: u64,
+    /// Repairs that interrupted a scheduled send.
+    pub preemptions: u64,
+    /// NAKs for a transmission still on air or interrupted, left for the
+    /// report at its end.
+    pub early_naks: u64,
 }
 
 /// What the server knows about one client.

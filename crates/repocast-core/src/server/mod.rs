@@ -14,6 +14,7 @@ pub mod encoders;
 mod fcast;
 mod hosts;
 mod pacing;
+pub mod preempt;
 mod rekey;
 mod reports;
 mod sends;
@@ -167,6 +168,16 @@ struct RepairJob {
     missing: BTreeMap<u32, BTreeSet<u32>>,
 }
 
+impl RepairJob {
+    /// Packets it will send (`lists`: the exact code's listed ids).
+    fn packets(&self, lists: bool) -> u64 {
+        match lists {
+            true => self.missing.values().map(|m| m.len() as u64).sum(),
+            false => self.counts.values().map(|&c| c as u64).sum(),
+        }
+    }
+}
+
 /// The repository server's protocol state machine.
 pub struct Server {
     cfg: ServerConfig,
@@ -182,6 +193,8 @@ pub struct Server {
     /// The last transmission started was a repair (for shared turns).
     last_was_repair: bool,
     current: Option<Transmission>,
+    /// A scheduled send a repair interrupted ([`preempt`]).
+    suspended: Option<Transmission>,
     /// Push mode: encoders kept between passes (handed to each pass).
     push_encoders: Option<encoders::EncoderCache>,
     /// A session key offered to clients and not yet in use (its epoch).
@@ -269,6 +282,7 @@ impl Server {
             repairs: VecDeque::new(),
             last_was_repair: false,
             current: None,
+            suspended: None,
             push_encoders: None,
             next_key: None,
             next_tid: 1,
@@ -330,7 +344,10 @@ impl Server {
         self.repairs
             .retain(|j| !items[j.item.0 as usize].in_flight.is_empty());
         self.stats.cancelled += (before - self.repairs.len()) as u64;
-        if let Some(t) = self.current.as_mut() {
+        for t in [self.current.as_mut(), self.suspended.as_mut()]
+            .into_iter()
+            .flatten()
+        {
             let idle =
                 self.items[t.item.0 as usize].in_flight.is_empty() && self.demand.r(t.item) == 0;
             if idle && !t.finished() {
@@ -452,6 +469,11 @@ impl Server {
         if !self.pacer.ready(now) {
             return None;
         }
+        if self.maybe_preempt(now) {
+            if let Some(t) = self.outbox.pop_front() {
+                return Some(t);
+            }
+        }
         let cur = self.current.as_mut()?;
         let st = self.items.get(cur.item.0 as usize)?;
         let mut checked = CheckedSource {
@@ -505,6 +527,7 @@ impl Server {
             return Some(Instant::ZERO);
         }
         let busy = self.current.is_some()
+            || self.suspended.is_some()
             || !self.repairs.is_empty()
             || self.demand.active().next().is_some()
             || self.cfg.scheduler.is_push();
@@ -548,10 +571,10 @@ impl Server {
             // A newer transmission of the item is on air: the receiver
             // listens to it instead of reporting on this one, and owes its
             // report when that one ends.
-            if self
-                .current
-                .as_ref()
-                .is_some_and(|t| t.item == item && t.id.0 > tid.0)
+            if [self.current.as_ref(), self.suspended.as_ref()]
+                .into_iter()
+                .flatten()
+                .any(|t| t.item == item && t.id.0 > tid.0)
             {
                 continue;
             }

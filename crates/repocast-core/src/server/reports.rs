@@ -211,7 +211,10 @@ impl Server {
                     continue;
                 }
             }
-            let on_air = self.current.as_ref().filter(|t| t.item == item);
+            let on_air = [self.current.as_ref(), self.suspended.as_ref()]
+                .into_iter()
+                .flatten()
+                .find(|t| t.item == item);
             let joinable = (on_air)
                 .filter(|t| t.kind != AnnounceKind::End)
                 .map(|t| self.announce(t, t.kind));
@@ -270,6 +273,14 @@ impl Server {
             .any(|n| n.block.0 >= blocks || n.count > st.layout.block_symbols(n.block.0));
         if bad || nak.transmission.0 >= self.next_tid {
             self.stats.bad_requests += 1;
+            return;
+        }
+        // For a transmission still on air or interrupted: its receiver
+        // stopped hearing it (a repair interrupted it, or it ran late),
+        // takes it back up when more of it comes, and reports again at its
+        // end. Repaired now, the rest of it would be sent twice.
+        if self.unfinished(nak.transmission) {
+            self.stats.early_naks += 1;
             return;
         }
         // The repair budget: a client that keeps asking past what any
@@ -335,6 +346,11 @@ impl Server {
             .current
             .as_ref()
             .filter(|t| t.item == item && t.id.0 > nak.transmission.0);
+        let interrupted = (self.suspended.as_ref())
+            .is_some_and(|t| t.item == item && t.id.0 > nak.transmission.0);
+        if interrupted {
+            return;
+        }
         if let Some(t) = newer {
             if t.kind != AnnounceKind::Repair || t.arm.is_some() || !repairs {
                 return;

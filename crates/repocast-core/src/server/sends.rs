@@ -29,6 +29,10 @@ impl Server {
     /// next scheduled send or repair starts.
     pub(super) fn start_next(&mut self, now: Instant) {
         self.hold_until = None;
+        // An interrupted send goes on first.
+        if self.resume(now) {
+            return;
+        }
         // Nobody waiting for a send, a repair or a report: the busy
         // period is over.
         let loaded = self.demand.active().next().is_some()
@@ -193,12 +197,13 @@ impl Server {
     }
 
     /// Whether the link has time to spare besides `item`: no repair queued
-    /// and the other waiting items' symbols take less than `backlog` to
-    /// send (counted until they do not).
+    /// (one that may interrupt the send, `ServerConfig::preempt`, does not
+    /// wait for its extra symbols) and the other waiting items' symbols
+    /// take less than `backlog` to send (counted until they do not).
     fn spare_link(&self, item: ItemId, backlog: std::time::Duration) -> bool {
         let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
         let mut waiting = 0u128;
-        self.repairs.is_empty()
+        (self.repairs.is_empty() || self.cfg.preempt)
             && self.demand.active().filter(|&i| i != item).all(|i| {
                 let symbols = self
                     .items
@@ -231,7 +236,7 @@ impl Server {
     }
 
     /// Starts a repair transmission of `job`'s symbols, from fresh ids.
-    fn start_repair(&mut self, now: Instant, job: RepairJob) {
+    pub(super) fn start_repair(&mut self, now: Instant, job: RepairJob) {
         self.last_was_repair = true;
         let mut plan = Vec::new();
         let lists_ids = self.cfg.code == crate::fec::CodeKind::Exact;

@@ -79,6 +79,9 @@ pub struct Transmission {
     pub growth: Option<Growth>,
     /// Present for a push pass: the Fcast order of its planned symbols.
     fcast: Option<super::fcast::Fcast>,
+    /// Packets of repairs that have pre-empted it so far
+    /// ([`super::preempt`]).
+    pub preempted: u64,
 }
 
 /// How a scheduled send under `FEC(maxloss+x)` was sized.
@@ -207,6 +210,7 @@ impl Transmission {
             arm: None,
             growth: None,
             fcast: None,
+            preempted: 0,
         }
     }
 
