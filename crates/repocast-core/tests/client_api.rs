@@ -2,11 +2,13 @@
 //! treats announcements that arrive out of order with the data (on a real
 //! network they come on their own socket, and each is sent three times).
 
-use repocast_core::client::{Client, ClientConfig};
+use repocast_core::client::{Client, ClientConfig, ClientEvent};
 use repocast_core::fec::CodeKind;
 use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
-use repocast_core::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemSel};
-use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::wire::{
+    AnnounceKind, AnnounceRepr, BlockNeed, ClientMsg, DataRepr, ItemSel, NakRepr,
+};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 /// Accounting-mode server with 64-byte symbols, 1 ms per packet and a
@@ -264,49 +266,68 @@ fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
     assert!(plain.repaired > 0);
 }
 
-/// What one receiver saw of a send interrupted by a repair.
+/// What one receiver saw of a send interrupted by another's repair.
 struct Interrupted {
-    /// When its small item, and its large one, completed.
-    small_done: Instant,
-    large_done: Instant,
+    /// When the repair started, and when the receiver's item completed.
+    repair_at: Instant,
+    done: Instant,
     preemptions: u64,
     early_naks: u64,
     repairs: u64,
     reopened: u64,
 }
 
-/// One receiver asks for a 10-packet item and a 2,000-packet one; it loses
-/// eight packets of the small item and none of the large. Its NAK for the
-/// small item comes while the large one is on air: with `preempt` the
-/// repair interrupts the large send, which then resumes (its announcement
-/// heard again, or only its data if `hear_resume` is false).
+/// Two receivers: one asks for a 10-packet item and loses eight of its
+/// packets (its NAK is written by hand), the other asks for a 2,000-packet
+/// item, sent next, and loses nothing. The NAK comes while the large item
+/// is on air: with `preempt` the repair interrupts it, and it then resumes
+/// (its announcement heard again by the receiver, or only its data if
+/// `hear_resume` is false).
 fn interrupted(preempt: bool, hear_resume: bool) -> Interrupted {
     let mut s = server_with("FEC(0)+R(inf)", 100, &[640, 2000 * 64], |c| {
         c.preempt = preempt
     });
-    let (mut c, id) = asking_for_both(&mut s);
-    let (mut small_done, mut large_done) = (None, None);
-    let (mut lost, mut resumed) = (0, false);
+    let small = s.handle_connect(Instant::ZERO);
+    let items = vec![ItemSel::Id(ItemId(0))];
+    s.handle_client_msg(Instant::ZERO, small, ClientMsg::Request { items });
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        ..ClientConfig::default()
+    });
+    let id = s.handle_connect(Instant::ZERO);
+    c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(1))]);
+    let (mut repair_at, mut done) = (None, None);
     let mut now = Instant::ZERO;
-    while !c.is_finished() && now < Instant::ZERO + Duration::from_secs(30) {
+    while done.is_none() && now < Instant::ZERO + Duration::from_secs(30) {
+        if now == Instant::from_millis(12) {
+            let nak = ClientMsg::Nak(NakRepr {
+                transmission: TransmissionId(1),
+                item: ItemId(0),
+                received: 2,
+                expected: 10,
+                needs: vec![BlockNeed {
+                    block: BlockId(0),
+                    count: 8,
+                    missing: vec![],
+                }],
+            });
+            s.handle_client_msg(now, small, nak);
+        }
         for o in step(&mut s, &mut c, id, now) {
             match o {
                 Out::Ann(a) => {
+                    if a.kind == AnnounceKind::Repair {
+                        repair_at.get_or_insert(now);
+                    }
                     // The large send's announcement after the repair's.
-                    let again = a.item == ItemId(1)
+                    let again = a.transmission == TransmissionId(2)
                         && a.kind == AnnounceKind::First
-                        && a.transmission == TransmissionId(2)
-                        && now > Instant::from_millis(13);
-                    resumed |= again;
+                        && repair_at.is_some();
                     if !again || hear_resume {
                         c.handle_announce(now, &a);
                     }
                 }
                 Out::Data(d) => {
-                    if d.item == ItemId(0) && d.transmission == TransmissionId(1) && lost < 8 {
-                        lost += 1;
-                        continue;
-                    }
                     c.handle_data(now, &d);
                 }
             }
@@ -315,23 +336,16 @@ fn interrupted(preempt: bool, hear_resume: bool) -> Interrupted {
             c.handle_timeout(now);
         }
         while let Some(e) = c.poll_event() {
-            if let repocast_core::client::ClientEvent::ItemComplete(i) = e {
-                let at = if i == ItemId(0) {
-                    &mut small_done
-                } else {
-                    &mut large_done
-                };
-                *at = Some(now);
+            if matches!(e, ClientEvent::ItemComplete(_)) {
+                done = Some(now);
             }
         }
         now = now + Duration::from_millis(1);
     }
-    assert!(c.is_finished(), "the request never completed");
-    assert_eq!(resumed, preempt, "the large send resumed: {resumed}");
     let st = s.stats();
     Interrupted {
-        small_done: small_done.expect("small item"),
-        large_done: large_done.expect("large item"),
+        repair_at: repair_at.expect("a repair"),
+        done: done.expect("the large item never completed"),
         preemptions: st.preemptions,
         early_naks: st.early_naks,
         repairs: st.repair_transmissions,
@@ -339,34 +353,73 @@ fn interrupted(preempt: bool, hear_resume: bool) -> Interrupted {
     }
 }
 
-/// The small item's repair goes before the large send ends, not after
-/// it, and the interrupted send costs its receiver nothing: taken back up
-/// (from its announcement, or from its data alone), it completes with no
-/// repair of its own, about as late as it would have anyway. The NAK the
-/// receiver sent while the repair was on air (its NAK delay is shorter
-/// than the repair) is left for the report at the send's real end.
+/// The small item's repair goes at once, not after the large send, and
+/// the interrupted send costs its receiver only the repair's packets:
+/// taken back up (from its announcement, or from its data alone), it
+/// completes with no repair of its own. The NAK that receiver sent while
+/// the repair was on air (its NAK delay is shorter than the repair) is
+/// left for the report at the send's real end.
 #[test]
 fn a_repair_interrupts_a_long_send_which_then_resumes() {
     let off = interrupted(false, true);
-    assert!(off.small_done > off.large_done, "{:?}", off.small_done);
+    assert!(off.repair_at >= off.done, "{:?}", off.repair_at);
     assert_eq!((off.preemptions, off.reopened, off.repairs), (0, 0, 1));
     for hear_resume in [true, false] {
         let on = interrupted(true, hear_resume);
         assert_eq!(on.preemptions, 1);
         assert!(
-            on.small_done < Instant::from_millis(40),
+            on.repair_at <= Instant::from_millis(13),
             "{:?}",
-            on.small_done
+            on.repair_at
         );
         assert_eq!(on.repairs, 1, "no repair of the large item");
         assert_eq!(on.reopened, 1);
         assert_eq!(on.early_naks, 1);
-        // The repair's few packets, and no report round, later.
         assert!(
-            on.large_done <= off.large_done + Duration::from_millis(10),
+            on.done <= off.done + Duration::from_millis(10),
             "{:?} against {:?}",
-            on.large_done,
-            off.large_done
+            on.done,
+            off.done
         );
     }
+}
+
+/// A receiver that still waits for the rest of the send on air gains
+/// nothing from its repair going first (its request ends with that send
+/// either way), so the repair waits: one receiver asks for both items and
+/// NAKs the small one while the large one is on air.
+#[test]
+fn a_repair_for_a_receiver_of_the_send_on_air_does_not_interrupt_it() {
+    let mut s = server_with("FEC(0)+R(inf)", 100, &[640, 2000 * 64], |c| {
+        c.preempt = true
+    });
+    let both = s.handle_connect(Instant::ZERO);
+    let items = vec![ItemSel::Id(ItemId(0)), ItemSel::Id(ItemId(1))];
+    s.handle_client_msg(Instant::ZERO, both, ClientMsg::Request { items });
+    let mut repair = None;
+    for ms in 0..100 {
+        let now = Instant::from_millis(ms);
+        if ms == 12 {
+            let nak = NakRepr {
+                transmission: TransmissionId(1),
+                item: ItemId(0),
+                received: 2,
+                expected: 10,
+                needs: vec![BlockNeed {
+                    block: BlockId(0),
+                    count: 8,
+                    missing: vec![],
+                }],
+            };
+            s.handle_client_msg(now, both, ClientMsg::Nak(nak));
+        }
+        while let Some(t) = s.poll_transmit(now, &mut NoPayload) {
+            if let Transmit::Announce(a) = t {
+                if a.kind == AnnounceKind::Repair {
+                    repair.get_or_insert(ms);
+                }
+            }
+        }
+    }
+    assert_eq!((s.stats().preemptions, repair), (0, None));
 }

@@ -36,7 +36,7 @@ pub struct Listening {
     pub ended: bool,
     /// Ended without its end announcement (a newer transmission began, or
     /// its deadline passed), and taken back up if more of it comes with at
-    /// least this many packets left: a repair may interrupt a send
+    /// least this many packets left: another transmission may interrupt a send
     /// (`server::preempt`). `None`: it is over.
     pub reopen_left: Option<u32>,
     /// Whether its early loss report has gone out.

@@ -1,6 +1,6 @@
 //! Taking a transmission back up: a receiver stops hearing a transmission
-//! when a newer one begins or its deadline passes, but a short repair may
-//! have interrupted it (`server::preempt`), and a late server may still
+//! when a newer one begins or its deadline passes, but a short repair or
+//! send may have interrupted it (`server::preempt`), and a late server may still
 //! be sending it. When more of it comes (its announcement again, or its
 //! data with enough left), the receiver hears it again and drops the
 //! report it owed: the report goes at the transmission's real end. Part of

@@ -61,10 +61,10 @@ pub struct ServerConfig {
     /// first, then the rest for the lossiest ([`crate::policy::tiers`]).
     /// Off: block after block (the study's setting).
     pub loss_tiers: bool,
-    /// Request mode: a short repair may interrupt a long scheduled send
-    /// (which then resumes where it stopped) when that saves its
-    /// receivers more waiting than it costs the send's
-    /// (`server/preempt.rs`). Off: one transmission runs to its end
+    /// Request mode: a short repair, or a short send of the scheduler's
+    /// next item, may interrupt a long scheduled send (which then resumes
+    /// where it stopped) when that saves its receivers more waiting than
+    /// it costs the send's (`server/preempt.rs`). Off: one transmission runs to its end
     /// before the next starts (the study's setting).
     pub preempt: bool,
     /// Request mode: FEC for a link with time to spare ([`IdleFec`]).

@@ -12,6 +12,7 @@
 //! get` does; the simulator's receivers report only at the end, as in the
 //! study).
 
+use super::transmission::Transmission;
 use super::{Server, Transmit};
 use crate::policy::FecPolicy;
 use crate::wire::AnnounceKind;
@@ -50,11 +51,34 @@ impl Server {
         let FecPolicy::MaxLoss(_) = self.cfg.scheme.fec else {
             return;
         };
-        let Some(t) = self.current.as_ref().filter(|t| t.id == tid) else {
+        // On air, or put aside by a repair (`super::preempt`): it grows
+        // all the same, and its resumption announces the new length.
+        let on_air = self.current.as_ref().is_some_and(|t| t.id == tid);
+        let slot = match on_air {
+            true => &mut self.current,
+            false => &mut self.suspended,
+        };
+        let Some(mut t) = slot.take_if(|t| t.id == tid) else {
             return;
         };
+        let grown = self.grow(&mut t);
+        if grown > 0 {
+            self.stats.grown_packets += grown;
+            if on_air {
+                let a = self.announce(&t, AnnounceKind::First);
+                self.outbox.push_back(Transmit::Announce(a));
+            }
+        }
+        match on_air {
+            true => self.current = Some(t),
+            false => self.suspended = Some(t),
+        }
+    }
+
+    /// Grows `t` as [`Self::grow_current`] says; returns the packets added.
+    fn grow(&mut self, t: &mut Transmission) -> u64 {
         let Some(g) = t.growth.as_ref() else {
-            return;
+            return 0;
         };
         let (item, receivers, needs, odds) = (t.item, g.listeners, g.needs.clone(), g.odds);
         // A receiver not heard from yet is taken at the loss the send was
@@ -66,42 +90,30 @@ impl Server {
             self.loss_tiers(in_flight, g.max_loss, Some(g.max_loss), receivers);
         let mut grown = 0u64;
         for (b, need) in (0u32..).zip(needs) {
-            let Some(planned) = (self.current.as_ref())
-                .filter(|_| need > 0)
-                .map(|t| t.first_tier_planned(b))
-            else {
+            if need == 0 {
                 continue;
-            };
+            }
+            let planned = t.first_tier_planned(b);
             let want = self.send_count(need, receivers, max_loss, odds);
             let first = first_loss.map_or(want, |l| self.send_count(need, receivers, l, odds));
             let first = first.min(want);
             if first > planned {
                 let extra = self.alloc(item, b, first - planned);
-                if let Some(t) = self.current.as_mut() {
-                    // What the first tier now carries, the tail need not.
-                    let dropped = t.drop_tail(b, first - planned);
-                    grown += u64::from(first - planned - dropped);
-                    t.grow_first_tier(b, extra);
-                }
+                // What the first tier now carries, the tail need not.
+                let dropped = t.drop_tail(b, first - planned);
+                grown += u64::from(first - planned - dropped);
+                t.grow_first_tier(b, extra);
             }
-            let planned = self.current.as_ref().map_or(want, |t| t.planned(b));
+            let planned = t.planned(b);
             if want > planned {
                 let extra = self.alloc(item, b, want - planned);
-                if let Some(t) = self.current.as_mut() {
-                    grown += u64::from(want - planned);
-                    t.grow_tail(b, extra);
-                }
+                grown += u64::from(want - planned);
+                t.grow_tail(b, extra);
             }
         }
-        if let Some(g) = self.current.as_mut().and_then(|t| t.growth.as_mut()) {
+        if let Some(g) = t.growth.as_mut() {
             g.max_loss = max_loss;
         }
-        if grown > 0 {
-            self.stats.grown_packets += grown;
-            if let Some(t) = self.current.as_ref() {
-                let a = self.announce(t, AnnounceKind::First);
-                self.outbox.push_back(Transmit::Announce(a));
-            }
-        }
+        grown
     }
 }

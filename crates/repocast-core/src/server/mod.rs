@@ -193,8 +193,11 @@ pub struct Server {
     /// The last transmission started was a repair (for shared turns).
     last_was_repair: bool,
     current: Option<Transmission>,
-    /// A scheduled send a repair interrupted ([`preempt`]).
+    /// A scheduled send another transmission interrupted ([`preempt`]).
     suspended: Option<Transmission>,
+    /// When [`preempt`] last asked the scheduler: the send on air, the
+    /// demand's change count and the send's receivers then.
+    preempt_checked: Option<(TransmissionId, u64, usize)>,
     /// Push mode: encoders kept between passes (handed to each pass).
     push_encoders: Option<encoders::EncoderCache>,
     /// A session key offered to clients and not yet in use (its epoch).
@@ -283,6 +286,7 @@ impl Server {
             last_was_repair: false,
             current: None,
             suspended: None,
+            preempt_checked: None,
             push_encoders: None,
             next_key: None,
             next_tid: 1,

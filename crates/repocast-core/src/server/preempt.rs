@@ -1,23 +1,30 @@
-//! Pre-emption: a short repair interrupts a long scheduled send, which
-//! then resumes where it stopped. Part of [`super::Server`]
-//! (`ServerConfig::preempt`, on under `serve`).
+//! Pre-emption: a short repair, or a short scheduled send, interrupts a
+//! long scheduled send, which then resumes where it stopped. Part of
+//! [`super::Server`] (`ServerConfig::preempt`, on under `serve`).
 //!
 //! One transmission is on air at a time, and without this a receiver that
 //! missed a few symbols of a small item waits for the whole of whatever
 //! long send started after it (a 32 MiB file is 2.7 s at 100 Mbit/s)
-//! before its repair of a few packets goes. The rule is Smith's (shortest
-//! weighted processing time first): the repair goes first when its packets
-//! times the send's receivers are fewer than the send's packets left times
-//! the repair's receivers, so the waiting it saves exceeds the waiting it
-//! costs. Bounded: all the repairs that interrupt one send take at most
-//! [`BUDGET`] of its packets, a send with fewer than [`MIN_LEFT`] packets
-//! left runs on, and a repair never interrupts a repair, a push pass, an
-//! ARM transmission or a send of its own item.
+//! before its repair of a few packets goes; and a receiver that asked for
+//! a small item just after its send waits for a long send's tail, which
+//! only its lossiest receivers still need (`crate::policy::tiers`). The
+//! rule is Smith's (shortest weighted processing time first): the other
+//! work goes first when its packets times the send's receivers still in
+//! flight are fewer than the send's packets left times the receivers it
+//! serves that are not also waiting for the rest of the send (those
+//! finish with the send either way), so the waiting it saves exceeds the
+//! waiting it costs. A waiting repair is considered before every packet;
+//! the scheduler's next item whenever the demand or the send's receivers
+//! change. Bounded: whatever interrupts one send takes at most [`BUDGET`]
+//! of its packets in all, a send with fewer than [`MIN_LEFT`] packets
+//! left runs on, only one send is put aside at a time, and nothing
+//! interrupts a repair, a push pass, an ARM transmission, or a send of its
+//! own item.
 //!
-//! Receivers see the repair's announcement (a newer transmission) as the
-//! end of the send they were hearing, and take it back up when its
+//! Receivers see the other transmission's announcement (a newer one) as
+//! the end of the send they were hearing, and take it back up when its
 //! announcement comes again on resumption or its data does
-//! (`client::Client`); a NAK that went out meanwhile is for a
+//! (`client/reopen.rs`); a NAK that went out meanwhile is for a
 //! transmission still on air, and the server waits for the report at its
 //! end instead.
 
@@ -25,8 +32,8 @@ use super::{Server, Transmit};
 use crate::wire::AnnounceKind;
 use crate::{Instant, TransmissionId};
 
-/// The share of a scheduled send's packets that repairs may interrupt it
-/// for, in all.
+/// The share of a scheduled send's packets that other transmissions may
+/// interrupt it for, in all.
 pub const BUDGET: f64 = 0.25;
 
 /// Fewest packets a scheduled send must have left to be interrupted: near
@@ -35,45 +42,81 @@ pub const BUDGET: f64 = 0.25;
 pub const MIN_LEFT: u32 = 128;
 
 impl Server {
-    /// Before the next packet of the send on air: if a waiting repair
-    /// should go first, puts the send aside and starts the repair.
-    /// Returns whether it did.
+    /// Before the next packet of the send on air: if a waiting repair, or
+    /// else the item the scheduler would send next, should go first, puts
+    /// the send aside and starts that. Returns whether it did.
     pub(super) fn maybe_preempt(&mut self, now: Instant) -> bool {
-        if !self.cfg.preempt || self.suspended.is_some() || self.repairs.is_empty() {
+        if !self.cfg.preempt || self.suspended.is_some() || self.cfg.scheduler.is_push() {
             return false;
         }
         let Some(t) = self.current.as_ref() else {
             return false;
         };
-        let plain = t.kind == AnnounceKind::First && t.arm.is_none() && t.encoders().is_none();
+        let plain = t.kind == AnnounceKind::First
+            && t.arm.is_none()
+            && t.encoders().is_none()
+            && !t.finished();
         let left = t.total.saturating_sub(t.sent());
-        if !plain || left < MIN_LEFT || self.cfg.scheduler.is_push() {
+        if !plain || left < MIN_LEFT {
             return false;
         }
-        let budget = (t.total as f64 * BUDGET) as u64;
-        let waiting = |item: crate::ItemId| {
-            (self.items.get(item.0 as usize)).map_or(0, |s| s.in_flight.len() as u64)
-        };
-        let on_air = waiting(t.item).max(1);
-        let lists = self.cfg.code == crate::fec::CodeKind::Exact;
-        let pick = self.repairs.iter().position(|j| {
-            let n = j.packets(lists);
-            j.item != t.item
-                && n > 0
-                && t.preempted + n <= budget
-                && n * on_air < left as u64 * waiting(j.item)
-        });
-        let Some(job) = pick.and_then(|i| self.repairs.remove(i)) else {
+        let budget = ((t.total as f64 * BUDGET) as u64).saturating_sub(t.preempted);
+        let cur = t.item;
+        let Some(on_air) = self.items.get(cur.0 as usize).map(|s| &s.in_flight) else {
             return false;
         };
+        // Smith's rule. Only receivers not also waiting for the rest of
+        // the send on air gain: the others finish with it either way.
+        let worth = |packets: u64, gain: u64| {
+            packets > 0
+                && packets <= budget
+                && packets * (on_air.len() as u64).max(1) < left as u64 * gain
+        };
+        let gain = |clients: &mut dyn Iterator<Item = &crate::ClientId>| {
+            clients.filter(|c| !on_air.contains(c)).count() as u64
+        };
+        let lists = self.cfg.code == crate::fec::CodeKind::Exact;
+        let repair = self.repairs.iter().position(|j| {
+            let waiting = (self.items.get(j.item.0 as usize)).map(|s| &s.in_flight);
+            j.item != cur && waiting.is_some_and(|w| worth(j.packets(lists), gain(&mut w.iter())))
+        });
+        if let Some(job) = repair.and_then(|i| self.repairs.remove(i)) {
+            self.put_aside(job.packets(lists));
+            self.start_repair(now, job);
+            return true;
+        }
+        // The scheduler's choice, asked again only when the demand or
+        // the send's receivers have changed (not for every packet).
+        let key = (t.id, self.demand.changes(), on_air.len());
+        if self.preempt_checked == Some(key) {
+            return false;
+        }
+        self.preempt_checked = Some(key);
+        let Some(item) = self
+            .scheduler
+            .select(&self.demand, now)
+            .filter(|&i| i != cur)
+        else {
+            return false;
+        };
+        let packets = (self.items.get(item.0 as usize)).map_or(0, |s| s.layout.symbols());
+        let waiters = self.demand.waiters(item);
+        if !worth(packets, gain(&mut waiters.iter())) {
+            return false;
+        }
+        self.put_aside(packets);
+        self.start_scheduled(now, item);
+        true
+    }
+
+    /// Puts the send on air aside for `packets` of something else.
+    fn put_aside(&mut self, packets: u64) {
         let mut t = self.current.take();
         if let Some(t) = t.as_mut() {
-            t.preempted += job.packets(lists);
+            t.preempted += packets;
         }
         self.suspended = t;
         self.stats.preemptions += 1;
-        self.start_repair(now, job);
-        true
     }
 
     /// The link is free and a send was interrupted: it resumes, announced
@@ -83,12 +126,16 @@ impl Server {
             return false;
         };
         self.last_was_repair = false;
-        // Cancelled meanwhile (nobody left for it): it just ends.
-        if !t.finished() {
-            let a = self.announce(&t, t.kind);
+        self.current = Some(t);
+        // More that should go first goes now, with no resumption between.
+        if self.maybe_preempt(now) {
+            return true;
+        }
+        // Cancelled meanwhile (nobody left for it), it just ends.
+        if let Some(t) = self.current.as_ref().filter(|t| !t.finished()) {
+            let a = self.announce(t, t.kind);
             self.outbox.push_back(Transmit::Announce(a));
         }
-        self.current = Some(t);
         self.pacer.start(now);
         true
     }

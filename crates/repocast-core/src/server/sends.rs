@@ -91,6 +91,11 @@ impl Server {
             }
             return;
         };
+        self.start_scheduled(now, item);
+    }
+
+    /// Starts a scheduled send of `item` to everyone waiting for it.
+    pub(super) fn start_scheduled(&mut self, now: Instant, item: ItemId) {
         self.last_was_repair = false;
         let push = self.cfg.scheduler.is_push();
         let listeners = if push {
