@@ -277,6 +277,22 @@ struct Interrupted {
     reopened: u64,
 }
 
+/// The NAK of a receiver that lost eight packets of the 10-packet item 0
+/// in transmission 1.
+fn lost_eight() -> ClientMsg {
+    ClientMsg::Nak(NakRepr {
+        transmission: TransmissionId(1),
+        item: ItemId(0),
+        received: 2,
+        expected: 10,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count: 8,
+            missing: vec![],
+        }],
+    })
+}
+
 /// Two receivers: one asks for a 10-packet item and loses eight of its
 /// packets (its NAK is written by hand), the other asks for a 2,000-packet
 /// item, sent next, and loses nothing. The NAK comes while the large item
@@ -300,18 +316,7 @@ fn interrupted(preempt: bool, hear_resume: bool) -> Interrupted {
     let mut now = Instant::ZERO;
     while done.is_none() && now < Instant::ZERO + Duration::from_secs(30) {
         if now == Instant::from_millis(12) {
-            let nak = ClientMsg::Nak(NakRepr {
-                transmission: TransmissionId(1),
-                item: ItemId(0),
-                received: 2,
-                expected: 10,
-                needs: vec![BlockNeed {
-                    block: BlockId(0),
-                    count: 8,
-                    missing: vec![],
-                }],
-            });
-            s.handle_client_msg(now, small, nak);
+            s.handle_client_msg(now, small, lost_eight());
         }
         for o in step(&mut s, &mut c, id, now) {
             match o {
@@ -400,18 +405,7 @@ fn a_repair_for_a_receiver_of_the_send_on_air_does_not_interrupt_it() {
     for ms in 0..100 {
         let now = Instant::from_millis(ms);
         if ms == 12 {
-            let nak = NakRepr {
-                transmission: TransmissionId(1),
-                item: ItemId(0),
-                received: 2,
-                expected: 10,
-                needs: vec![BlockNeed {
-                    block: BlockId(0),
-                    count: 8,
-                    missing: vec![],
-                }],
-            };
-            s.handle_client_msg(now, both, ClientMsg::Nak(nak));
+            s.handle_client_msg(now, both, lost_eight());
         }
         while let Some(t) = s.poll_transmit(now, &mut NoPayload) {
             if let Transmit::Announce(a) = t {
