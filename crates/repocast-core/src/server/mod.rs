@@ -195,9 +195,10 @@ pub struct Server {
     current: Option<Transmission>,
     /// A scheduled send another transmission interrupted ([`preempt`]).
     suspended: Option<Transmission>,
-    /// When [`preempt`] last asked the scheduler: the send on air, the
-    /// demand's change count and the send's receivers then.
-    preempt_checked: Option<(TransmissionId, u64, usize)>,
+    /// What [`preempt`] last weighed: the send on air, the demand's change
+    /// count, the send's receivers, the NAKs and item-done reports so far
+    /// and the repairs queued then.
+    preempt_checked: Option<(TransmissionId, u64, usize, u64, u64, usize)>,
     /// Push mode: encoders kept between passes (handed to each pass).
     push_encoders: Option<encoders::EncoderCache>,
     /// A session key offered to clients and not yet in use (its epoch).

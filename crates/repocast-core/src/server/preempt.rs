@@ -13,9 +13,8 @@
 //! flight are fewer than the send's packets left times the receivers it
 //! serves that are not also waiting for the rest of the send (those
 //! finish with the send either way), so the waiting it saves exceeds the
-//! waiting it costs. A waiting repair is considered before every packet;
-//! the scheduler's next item whenever the demand or the send's receivers
-//! change. Bounded: whatever interrupts one send takes at most [`BUDGET`]
+//! waiting it costs. Both are weighed whenever the demand, the NAKs, the
+//! repair queue or the send's receivers change. Bounded: whatever interrupts one send takes at most [`BUDGET`]
 //! of its packets in all, a send with fewer than [`MIN_LEFT`] packets
 //! left runs on, only one send is put aside at a time, and nothing
 //! interrupts a repair, a push pass, an ARM transmission, or a send of its
@@ -75,6 +74,20 @@ impl Server {
         let gain = |clients: &mut dyn Iterator<Item = &crate::ClientId>| {
             clients.filter(|c| !on_air.contains(c)).count() as u64
         };
+        // Weighed again only when something it depends on has changed,
+        // not for every packet (fewer packets left never tips the rule).
+        let key = (
+            t.id,
+            self.demand.changes(),
+            on_air.len(),
+            self.stats.naks,
+            self.stats.items_done,
+            self.repairs.len(),
+        );
+        if self.preempt_checked == Some(key) {
+            return false;
+        }
+        self.preempt_checked = Some(key);
         let lists = self.cfg.code == crate::fec::CodeKind::Exact;
         let repair = self.repairs.iter().position(|j| {
             let waiting = (self.items.get(j.item.0 as usize)).map(|s| &s.in_flight);
@@ -85,13 +98,7 @@ impl Server {
             self.start_repair(now, job);
             return true;
         }
-        // The scheduler's choice, asked again only when the demand or
-        // the send's receivers have changed (not for every packet).
-        let key = (t.id, self.demand.changes(), on_air.len());
-        if self.preempt_checked == Some(key) {
-            return false;
-        }
-        self.preempt_checked = Some(key);
+        // Else the scheduler's choice.
         let Some(item) = self
             .scheduler
             .select(&self.demand, now)
