@@ -109,8 +109,8 @@ pub struct ClientStats {
     pub naks: u64,
     /// Blocks whose decoded bytes failed their hash.
     pub corrupt_blocks: u64,
-    /// Transmissions taken back up after they seemed to end (a repair
-    /// interrupted them: `reopen`).
+    /// Transmissions taken back up after they seemed to end (another
+    /// transmission interrupted them: `reopen`).
     pub reopened: u64,
 }
 
@@ -571,6 +571,10 @@ impl Client {
             return;
         };
         if l.ended {
+            // Its end announcement after all: it is over.
+            if reopen_left.is_none() {
+                l.reopen_left = None;
+            }
             return;
         }
         l.ended = true;
