@@ -276,9 +276,9 @@ impl Server {
             return;
         }
         // For a transmission still on air or interrupted: its receiver
-        // stopped hearing it (a repair interrupted it, or it ran late),
-        // takes it back up when more of it comes, and reports again at its
-        // end. Repaired now, the rest of it would be sent twice.
+        // stopped hearing it (another transmission interrupted it, or it
+        // ran late), takes it back up when more of it comes, and reports
+        // again at its end. Repaired now, the rest of it would go twice.
         if self.unfinished(nak.transmission) {
             self.stats.early_naks += 1;
             return;
