@@ -576,9 +576,8 @@ impl Server {
             // A newer transmission of the item is on air: the receiver
             // listens to it instead of reporting on this one, and owes its
             // report when that one ends.
-            if [self.current.as_ref(), self.suspended.as_ref()]
-                .into_iter()
-                .flatten()
+            if self
+                .unfinished_sends()
                 .any(|t| t.item == item && t.id.0 > tid.0)
             {
                 continue;

@@ -27,6 +27,7 @@
 //! transmission still on air, and the server waits for the report at its
 //! end instead.
 
+use super::transmission::Transmission;
 use super::{Server, Transmit};
 use crate::wire::AnnounceKind;
 use crate::{Instant, TransmissionId};
@@ -150,9 +151,13 @@ impl Server {
     /// Whether `tid` is on air or interrupted (a NAK for it is early: its
     /// receiver reports again at its end).
     pub(super) fn unfinished(&self, tid: TransmissionId) -> bool {
+        self.unfinished_sends().any(|t| t.id == tid)
+    }
+
+    /// The transmission on air and the one put aside, if any.
+    pub(super) fn unfinished_sends(&self) -> impl Iterator<Item = &Transmission> {
         [self.current.as_ref(), self.suspended.as_ref()]
             .into_iter()
             .flatten()
-            .any(|t| t.id == tid)
     }
 }

@@ -211,10 +211,7 @@ impl Server {
                     continue;
                 }
             }
-            let on_air = [self.current.as_ref(), self.suspended.as_ref()]
-                .into_iter()
-                .flatten()
-                .find(|t| t.item == item);
+            let on_air = self.unfinished_sends().find(|t| t.item == item);
             let joinable = (on_air)
                 .filter(|t| t.kind != AnnounceKind::End)
                 .map(|t| self.announce(t, t.kind));
