@@ -1,7 +1,8 @@
 //! Fuzz target: the server endpoint takes arbitrary bytes from many
 //! request connections (and connects, closes and time passing in any
-//! order) without panicking, and stays within its limits. Each step sends
-//! at most a bounded number of packets. The session is authenticated as
+//! order) without panicking, and stays within its limits; one item is long
+//! enough for its sends to be pre-empted. Each step sends at most a
+//! bounded number of packets. The session is authenticated as
 //! `serve` runs it (a session key, key rotations at any time); inputs of
 //! odd length also require an access token ("fuzz-token-0123456789") and
 //! encrypt the data.
@@ -32,6 +33,9 @@ fuzz_target!(|data: &[u8]| {
     let items = vec![
         ItemInfo { name: "a".into(), size: 1000, hash: [1; 32], block_hashes: vec![[0; 32]; 2] },
         ItemInfo { name: "b/c".into(), size: 10, hash: [2; 32], block_hashes: vec![[0; 32]; 1] },
+        // Long enough (313 symbols) for its sends to be interrupted by
+        // another's repair or send and resumed (`server::preempt`).
+        ItemInfo { name: "d".into(), size: 20_000, hash: [3; 32], block_hashes: vec![[0; 32]; 40] },
     ];
     let limits = EndpointLimits { max_connections: 8, max_buffered_bytes: 1 << 16, ..Profile::Lan.limits() };
     let Ok(ep) = ServerEndpoint::new(cfg, limits, items) else { return };

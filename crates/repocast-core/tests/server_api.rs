@@ -759,3 +759,80 @@ fn an_idle_link_sends_enough_to_spare_a_nak_round() {
     assert!(idle > 12, "{idle}");
     assert_eq!(sizes, [12, idle]);
 }
+
+/// A NAK asking for more than `repair_share` of its item (and for at least
+/// a short transmission's worth, `MIN_LEFT` symbols) is not repaired: its
+/// receiver waits for the item's next scheduled send, with whoever else
+/// asks for it meanwhile; a NAK for up to that share is repaired, and so
+/// is one for most of a small item.
+#[test]
+fn a_nak_for_most_of_an_item_goes_back_to_the_queue() {
+    // f0: 300 symbols in three blocks of 100; f1: 10 symbols.
+    let items = [300u64, 10].map(|n| ItemInfo {
+        name: format!("f{n}"),
+        size: n * 64,
+        hash: [0; 32],
+        block_hashes: vec![],
+    });
+    let cases = [
+        (0, vec![100, 50], true),
+        (0, vec![100, 51], false),
+        (1, vec![10], true),
+    ];
+    for (item, counts, repaired) in cases {
+        let cfg = ServerConfig {
+            scheme: "FEC(0)+R(inf)".parse().expect("scheme"),
+            symbol_size: 64,
+            max_block_symbols: 100,
+            packet_interval: Duration::from_millis(1),
+            payloads: false,
+            repair_share: Some(0.5),
+            ..ServerConfig::default()
+        };
+        let what = format!("item {item}, NAK for {counts:?}");
+        let mut s = Server::new(cfg, items.to_vec()).expect("server");
+        let a = ask(&mut s, Instant::ZERO, vec![ItemSel::Id(ItemId(item))]);
+        for ms in 0..400 {
+            drain(&mut s, Instant::from_millis(ms));
+        }
+        let needs = (0u32..).zip(&counts).map(|(b, &count)| BlockNeed {
+            block: BlockId(b),
+            count,
+            missing: vec![],
+        });
+        let at = Instant::from_millis(400);
+        let m = ClientMsg::Nak(NakRepr {
+            transmission: TransmissionId(1),
+            item: ItemId(item),
+            received: 100,
+            expected: 300,
+            needs: needs.collect(),
+        });
+        s.handle_client_msg(at, a, m);
+        assert_eq!(s.stats().naks, 1, "{what}");
+        assert_eq!(s.stats().rescheduled, u64::from(!repaired), "{what}");
+        assert_eq!(s.queue_len(), usize::from(!repaired), "{what}");
+        // Another receiver asks for the item meanwhile.
+        ask(&mut s, at, vec![ItemSel::Id(ItemId(item))]);
+        let (ann, _, _) = drain(&mut s, at);
+        let first = (ann.iter().find(|x| x.kind != AnnounceKind::End)).expect("a transmission");
+        let size = if item == 0 { 300 } else { 10 };
+        if repaired {
+            // The repair goes first, for `a` alone.
+            let asked: u32 = counts.iter().sum();
+            assert_eq!(
+                (first.kind, first.total_packets),
+                (AnnounceKind::Repair, asked),
+                "{what}"
+            );
+        } else {
+            // One scheduled send serves both: the whole item.
+            assert_eq!(
+                (first.kind, first.total_packets),
+                (AnnounceKind::First, size),
+                "{what}"
+            );
+            assert_eq!(s.queue_len(), 0, "{what}: both receivers are on it");
+        }
+    }
+}

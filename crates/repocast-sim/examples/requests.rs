@@ -20,6 +20,8 @@
 //! block after block whatever the receivers' losses (no loss tiers);
 //! `ties=id`: the scheduler's ties go to the lowest id, not the smallest
 //! item; `preempt=0`: a repair never interrupts a scheduled send;
+//! `repair_share=F`: a long NAK for more than F of its item goes back to the
+//! scheduler (1: every NAK is repaired, as before session 25);
 //! `delays=1`: each request's delay on stderr (`delay INDEX SECONDS`).
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
@@ -75,6 +77,9 @@ fn main() {
         c.loss_tiers &= !args.iter().any(|a| a == "tiers=0");
         c.size_ties &= !args.iter().any(|a| a == "ties=id");
         c.preempt &= !args.iter().any(|a| a == "preempt=0");
+        if let Some(v) = args.iter().find_map(|a| a.strip_prefix("repair_share=")) {
+            c.repair_share = v.parse().ok().filter(|f: &f64| f.is_finite() && *f < 1.0);
+        }
         if let Some(s) = args.iter().find_map(|a| a.strip_prefix("scheme=")) {
             match s.parse() {
                 Ok(scheme) => c.scheme = scheme,
@@ -157,7 +162,14 @@ fn main() {
         fu.0, fu.1, fu.2, fu.3
     );
     println!(
-        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets, {} pre-empting, {} early NAKs), report timeouts {}, wire bytes {:.2}x requested; channel busy {busy:.1} s, held idle {:.1} s ({} holds), last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
+        "data packets {}: scheduled sends {} (of which {} grown on early reports), repairs {}",
+        st.data_packets,
+        st.data_packets - st.repair_packets,
+        st.grown_packets,
+        st.repair_packets
+    );
+    println!(
+        "scheduled sends {sends} ({:.2} item-requests per send), repairs {} ({} packets, {} pre-empting, {} early NAKs), report timeouts {}, wire bytes {:.3}x requested; channel busy {busy:.1} s, held idle {:.1} s ({} holds), last request at {last:.1} s, last done at {:.1} s; all finished: {all}; wall {wall:.1} s",
         w.item_requests() as f64 / sends.max(1) as f64,
         st.repair_transmissions,
         st.repair_packets,

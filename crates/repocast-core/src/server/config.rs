@@ -67,6 +67,15 @@ pub struct ServerConfig {
     /// it costs the send's (`server/preempt.rs`). Off: one transmission runs to its end
     /// before the next starts (the study's setting).
     pub preempt: bool,
+    /// Request mode: a NAK asking for more than this share of its item's
+    /// symbols (and for at least `server::preempt::MIN_LEFT`: a short
+    /// transmission either way) is not repaired at once: its receiver heard
+    /// too little (it joined late, or lost a burst) for the repair to be
+    /// short, so it goes back to the scheduler's queue with its needs, like
+    /// a new request, and is served with whoever else waits for the item.
+    /// Repairs, which go before any scheduled send, stay short. None: the
+    /// retransmit policy alone decides (the study's setting).
+    pub repair_share: Option<f64>,
     /// Request mode: FEC for a link with time to spare ([`IdleFec`]).
     /// None: the FEC policy alone (the study's setting).
     pub idle_fec: Option<IdleFec>,
@@ -227,6 +236,7 @@ impl Default for ServerConfig {
             loss_tiers: false,
             size_ties: false,
             preempt: false,
+            repair_share: None,
             batch_hold: None,
             batch_hold_after: Duration::ZERO,
             batch_hold_idle: false,

@@ -334,7 +334,14 @@ impl Server {
                 (n.block.0, want)
             })
             .collect();
-        let repairs = self.cfg.scheme.retransmit.repairs(nak.total_needed());
+        // A long NAK (more than `repair_share` of the item, and not a short
+        // transmission) goes back to the scheduler's queue: repairs go
+        // before any scheduled send, so they stay short.
+        let need = nak.total_needed();
+        let symbols = self.items[item.0 as usize].layout.symbols() as f64;
+        let long = need >= u64::from(super::preempt::MIN_LEFT)
+            && (self.cfg.repair_share).is_some_and(|f| need as f64 > f * symbols);
+        let repairs = self.cfg.scheme.retransmit.repairs(need) && !long;
         // A newer transmission of this item is on air: the client listens to
         // it. A scheduled send supersedes the NAK (the client reports again
         // after it); a running repair takes the NAK in: whatever this client
