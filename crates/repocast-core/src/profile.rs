@@ -83,10 +83,9 @@ pub const IDLE_FEC_BACKLOG: Duration = Duration::from_millis(20);
 /// than by a repair ([`ServerConfig::repair_share`]): a receiver that lacks
 /// more than half of an item heard less than half of it (it joined late),
 /// and a repair of that size for it alone would go ahead of sends that
-/// finish more requests. In the simulator's request runs (seeds 1-8, 8 hosts) it cut
-/// the mean delay 2-5% at 5%, 20%, 50% and mixed loss, and p95 5-7%
-/// (docs/benchmarks.md, session 25); any share from 0.1 to 0.5 did as well
-/// at 5% and mixed loss.
+/// finish more requests. In the simulator's request runs (seeds 1-8,
+/// 8 hosts) it cut the mean delay 2-5% at 5%, 20%, 50% and mixed loss, and
+/// p95 5-7% (docs/benchmarks.md, session 25).
 pub const REPAIR_SHARE: f64 = 0.5;
 
 /// A named set of shipped settings.
