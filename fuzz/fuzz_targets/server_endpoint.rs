@@ -1,20 +1,22 @@
 //! Fuzz target: the server endpoint takes arbitrary bytes from many
 //! request connections (and connects, closes and time passing in any
-//! order) without panicking, and stays within its limits; one item is long
-//! enough for its sends to be pre-empted. Each step sends at most a
-//! bounded number of packets. The session is authenticated as
-//! `serve` runs it (a session key, key rotations at any time); inputs of
-//! odd length also require an access token ("fuzz-token-0123456789") and
-//! encrypt the data.
+//! order) without panicking, and stays within its limits. Its items are
+//! sent (their block hashes match what the source reads), and one is long
+//! enough for its sends to be pre-empted (the corpus's `preempt` input,
+//! from `examples/fuzz_seeds.rs`, does). Each step sends at most a bounded
+//! number of packets. The session is authenticated as `serve` runs it (a
+//! session key, key rotations at any time); inputs of odd length also
+//! require an access token ("fuzz-token-0123456789") and encrypt the data.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::auth::{SessionKey, token_hash};
 use repocast_core::profile::{EndpointLimits, Profile};
 use repocast_core::server::{BlockSource, ItemInfo, SourceError};
+use repocast_core::fec::layout::Layout;
 use repocast_core::{ClientId, Instant, ItemId};
 
-/// Blocks of zeros (the server never checks what it reads).
+/// Blocks of zeros (the items' block hashes are theirs).
 struct Zeros;
 impl BlockSource for Zeros {
     fn read(&mut self, _: ItemId, _: u64, len: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
@@ -30,13 +32,19 @@ fuzz_target!(|data: &[u8]| {
     cfg.session_key = Some(SessionKey::from_bytes([5; 32]));
     let strict = data.len() % 2 == 1;
     cfg.encrypt = strict;
-    let items = vec![
-        ItemInfo { name: "a".into(), size: 1000, hash: [1; 32], block_hashes: vec![[0; 32]; 2] },
-        ItemInfo { name: "b/c".into(), size: 10, hash: [2; 32], block_hashes: vec![[0; 32]; 1] },
-        // Long enough (313 symbols) for its sends to be interrupted by
-        // another's repair or send and resumed (`server::preempt`).
-        ItemInfo { name: "d".into(), size: 20_000, hash: [3; 32], block_hashes: vec![[0; 32]; 40] },
-    ];
+    // The hashes of the zero blocks the source reads, so sends go out
+    // (with any others every item fails at its first read, "changed on
+    // disk", and nothing is ever sent).
+    let item = |name: &str, size: u64| {
+        let layout = Layout::new(size, &cfg.item_fec(size)).expect("layout");
+        let block_hashes = (0..layout.blocks())
+            .map(|b| *blake3::hash(&vec![0; layout.block_len(b) as usize]).as_bytes())
+            .collect();
+        ItemInfo { name: name.into(), size, hash: [1; 32], block_hashes }
+    };
+    // "d" is long enough (313 symbols) for its sends to be interrupted by
+    // another's repair or send and resumed (`server::preempt`).
+    let items = vec![item("a", 1000), item("b/c", 10), item("d", 20_000)];
     let limits = EndpointLimits { max_connections: 8, max_buffered_bytes: 1 << 16, ..Profile::Lan.limits() };
     let Ok(ep) = ServerEndpoint::new(cfg, limits, items) else { return };
     let tokens = if strict { vec![token_hash("fuzz-token-0123456789")] } else { Vec::new() };

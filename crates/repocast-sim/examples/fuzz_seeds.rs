@@ -1,7 +1,10 @@
 //! Writes starting inputs for the endpoint fuzz targets into
 //! `fuzz/corpus/{server_endpoint,client_endpoint}`: one real exchange
 //! between a server endpoint and a client endpoint (two items, the fuzz
-//! targets' names and sizes), recorded in each target's input format.
+//! targets' names and sizes), recorded in each target's input format; and
+//! for the server target, `preempt`: two connections, a long send of its
+//! third item, and a NAK whose repair interrupts that send, which then
+//! resumes (random inputs hardly ever get that far).
 //!
 //!     cargo run -p repocast-sim --example fuzz_seeds
 
@@ -11,7 +14,8 @@ use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::profile::Profile;
-use repocast_core::wire::FecParams;
+use repocast_core::wire::{BlockNeed, ClientMsg, FecParams, ItemSel, NakRepr};
+use repocast_core::{BlockId, ItemId, TransmissionId};
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -21,6 +25,53 @@ fn client_op(out: &mut Vec<u8>, kind: u8, bytes: &[u8]) {
     out.push((((n % 64) as u8) << 2) | kind);
     out.push((n / 64) as u8);
     out.extend_from_slice(&bytes[..n]);
+}
+
+/// Server-target steps sending `msg`, framed, on connection `conn`.
+fn server_msg(out: &mut Vec<u8>, conn: u8, msg: ClientMsg) {
+    let (mut body, mut framed) = (Vec::new(), Vec::new());
+    msg.emit(&mut body);
+    repocast_core::wire::frame::encode_frame(&body, &mut framed);
+    for chunk in framed.chunks(255) {
+        out.extend([1 + 4 * conn, chunk.len() as u8]);
+        out.extend_from_slice(chunk);
+    }
+}
+
+/// The server target's `preempt` input: connection 0 asks for the
+/// one-symbol item, connection 1 for the 313-symbol one; once the first
+/// has gone out, connection 0 NAKs it while the long send is on air, and
+/// time passes (39 ms a step) until both are done.
+fn preempt_seed() -> Vec<u8> {
+    let mut s = vec![0, 4]; // two connections
+    for (conn, item) in [(0, 1), (1, 2)] {
+        let hello = ClientMsg::Hello {
+            name: format!("c{conn}"),
+            token: None,
+        };
+        server_msg(&mut s, conn, hello);
+        let items = vec![ItemSel::Id(ItemId(item))];
+        server_msg(&mut s, conn, ClientMsg::Request { items });
+    }
+    s.push(39);
+    let nak = NakRepr {
+        transmission: TransmissionId(1),
+        item: ItemId(1),
+        received: 20,
+        expected: 20,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count: 1,
+            missing: vec![],
+        }],
+    };
+    server_msg(&mut s, 0, ClientMsg::Nak(nak));
+    s.extend([39; 6]);
+    // Even length: no access token (the target's odd inputs need one).
+    if s.len() % 2 == 1 {
+        s.push(3);
+    }
+    s
 }
 
 fn main() -> std::io::Result<()> {
@@ -92,6 +143,8 @@ fn main() -> std::io::Result<()> {
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join("exchange"), bytes)?;
     }
+    let dir = std::path::Path::new("fuzz/corpus/server_endpoint");
+    std::fs::write(dir.join("preempt"), preempt_seed())?;
     println!("client finished: {}", client.is_finished());
     Ok(())
 }
