@@ -816,7 +816,6 @@ fn a_nak_for_most_of_an_item_goes_back_to_the_queue() {
         ask(&mut s, at, vec![ItemSel::Id(ItemId(item))]);
         let (ann, _, _) = drain(&mut s, at);
         let first = (ann.iter().find(|x| x.kind != AnnounceKind::End)).expect("a transmission");
-        let size = if item == 0 { 300 } else { 10 };
         if repaired {
             // The repair goes first, for `a` alone.
             let asked: u32 = counts.iter().sum();
@@ -826,10 +825,10 @@ fn a_nak_for_most_of_an_item_goes_back_to_the_queue() {
                 "{what}"
             );
         } else {
-            // One scheduled send serves both: the whole item.
+            // One scheduled send serves both: the whole item (f0's 300).
             assert_eq!(
                 (first.kind, first.total_packets),
-                (AnnounceKind::First, size),
+                (AnnounceKind::First, 300),
                 "{what}"
             );
             assert_eq!(s.queue_len(), 0, "{what}: both receivers are on it");
