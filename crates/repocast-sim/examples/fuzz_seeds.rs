@@ -4,7 +4,10 @@
 //! targets' names and sizes), recorded in each target's input format; and
 //! for the server target, `preempt`: two connections, a long send of its
 //! third item, and a NAK whose repair interrupts that send, which then
-//! resumes (random inputs hardly ever get that far).
+//! resumes (random inputs hardly ever get that far); and for
+//! `client_machine`, `verified`: one send of its 100-byte zero item with a
+//! source symbol lost and a repair symbol in its place, so both blocks
+//! decode, verify and assemble.
 //!
 //!     cargo run -p repocast-sim --example fuzz_seeds
 
@@ -13,9 +16,12 @@ use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Even
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
+use repocast_core::fec::layout::Layout;
 use repocast_core::profile::Profile;
-use repocast_core::wire::{BlockNeed, ClientMsg, FecParams, ItemSel, NakRepr};
-use repocast_core::{BlockId, ItemId, TransmissionId};
+use repocast_core::wire::{
+    AnnounceKind, AnnounceRepr, BlockNeed, ClientMsg, DataRepr, FecParams, ItemSel, NakRepr,
+};
+use repocast_core::{BlockId, ItemId, SessionId, TransmissionId};
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -72,6 +78,73 @@ fn preempt_seed() -> Vec<u8> {
         s.push(3);
     }
     s
+}
+
+/// The `client_machine` target's `verified` input: its item (100 zero
+/// bytes, 16-byte symbols, blocks of at most 4) announced and sent once,
+/// datagrams separated by 0xFF, with block 0's second source symbol lost
+/// and its first repair symbol sent instead (a repair symbol of zero data
+/// is zeros), then the end announced and time passing.
+fn client_machine_seed() -> std::io::Result<Vec<u8>> {
+    let fec = FecParams {
+        code: repocast_core::fec::CodeKind::RaptorQ,
+        symbol_size: 16,
+        max_block_symbols: 4,
+    };
+    let layout = Layout::new(100, &fec).map_err(std::io::Error::other)?;
+    let announce = |kind| AnnounceRepr {
+        session: SessionId(1),
+        transmission: TransmissionId(0),
+        item: ItemId(0),
+        kind,
+        first_block: 0,
+        block_count: layout.blocks(),
+        total_packets: layout.symbols() as u32,
+        duration_us: 1000,
+        nak_window_min_us: 5000,
+        nak_window_max_us: 50_000,
+    };
+    let mut packets = Vec::new();
+    let mut buf = Vec::new();
+    announce(AnnounceKind::First).emit(&mut buf);
+    packets.push(std::mem::take(&mut buf));
+    let mut seq = 0;
+    for block in 0..layout.blocks() {
+        let k = layout.block_symbols(block);
+        for symbol in (0..k)
+            .filter(|&s| (block, s) != (0, 1))
+            .chain((block == 0).then_some(k))
+        {
+            DataRepr {
+                session: SessionId(1),
+                transmission: TransmissionId(0),
+                item: ItemId(0),
+                block: BlockId(block),
+                symbol,
+                seq,
+                probe: None,
+                payload: vec![0; 16],
+                tag: Vec::new(),
+                encrypted: false,
+            }
+            .emit(&mut buf);
+            packets.push(std::mem::take(&mut buf));
+            seq += 1;
+        }
+    }
+    announce(AnnounceKind::End).emit(&mut buf);
+    packets.push(std::mem::take(&mut buf));
+    if packets.iter().flatten().any(|&b| b == 0xFF) {
+        return Err(std::io::Error::other("a datagram holds the separator"));
+    }
+    let mut out = packets.join(&0xFF);
+    // Time passing (an empty datagram a millisecond); even length: the
+    // target's whole-item check passes.
+    out.extend([0xFF; 64]);
+    if out.len() % 2 == 1 {
+        out.push(0xFF);
+    }
+    Ok(out)
 }
 
 fn main() -> std::io::Result<()> {
@@ -145,6 +218,8 @@ fn main() -> std::io::Result<()> {
     }
     let dir = std::path::Path::new("fuzz/corpus/server_endpoint");
     std::fs::write(dir.join("preempt"), preempt_seed())?;
+    let dir = std::path::Path::new("fuzz/corpus/client_machine");
+    std::fs::write(dir.join("verified"), client_machine_seed()?)?;
     println!("client finished: {}", client.is_finished());
     Ok(())
 }
