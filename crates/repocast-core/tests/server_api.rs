@@ -714,50 +714,67 @@ fn a_send_nobody_can_hold_starts_from_the_source_symbols() {
 /// While little else waits for the link (`idle_fec`), a first send carries
 /// enough symbols that its receivers, at the largest loss estimated among
 /// them, decode each block without a NAK round at the configured odds; a
-/// send with another item waiting carries what the FEC policy says.
+/// send while another receiver's item waits carries what the FEC policy
+/// says. An item waited for only by the send's own receivers does not
+/// count as waiting: they finish no sooner for it going first.
 #[test]
 fn an_idle_link_sends_enough_to_spare_a_nak_round() {
     use repocast_core::policy::odds::symbols_for_odds;
-    let cfg = ServerConfig {
-        scheme: "FEC(maxloss+0)+R(inf)".parse().expect("scheme"),
-        symbol_size: 64,
-        packet_interval: Duration::from_millis(1),
-        idle_fec: Some(IdleFec {
-            odds: 0.99,
-            backlog: Duration::from_millis(5),
-        }),
-        payloads: false,
-        ..ServerConfig::default()
-    };
-    let mut s = Server::new(cfg, three_items()).expect("server");
-    let at = |ms: u64| Instant::from_micros(ms * 1000);
-    // A receiver alone at no measured loss: the policy's 10 symbols.
-    let c = ask(&mut s, at(0), vec![ItemSel::Id(ItemId(0))]);
-    assert_eq!(ids_sent(&mut s, at(0), 40, 0).len(), 10);
-    let done = ClientMsg::ItemDone {
-        item: ItemId(0),
-        transmission: TransmissionId(0),
-        received: 80,
-        expected: 100,
-    };
-    s.handle_client_msg(at(40), c, done);
-    // At 20% loss, two items at once: the first send while the other
-    // waits (10 ms of symbols, over the 5 ms backlog) gets the policy's
-    // 12; the second, alone, the odds' count.
-    let items = vec![ItemSel::Id(ItemId(1)), ItemSel::Id(ItemId(2))];
-    s.handle_client_msg(at(50), c, ClientMsg::Request { items });
-    let mut sizes = [0u32; 2];
-    for t in 50..150 {
-        while let Some(x) = s.poll_transmit(at(t), &mut NoPayload) {
-            if let Transmit::Data(d) = x {
-                sizes[d.item.0 as usize - 1] += 1;
-            }
-        }
-    }
-    sizes.sort();
     let idle = symbols_for_odds(10, 0.2, 0.99, 12);
     assert!(idle > 12, "{idle}");
-    assert_eq!(sizes, [12, idle]);
+    // Items 1 and 2 asked for at once by the first receiver (`c`), or by
+    // it and another (`d`): the sizes of their two sends.
+    let sends = |same_receiver: bool| {
+        let cfg = ServerConfig {
+            scheme: "FEC(maxloss+0)+R(inf)".parse().expect("scheme"),
+            symbol_size: 64,
+            packet_interval: Duration::from_millis(1),
+            idle_fec: Some(IdleFec {
+                odds: 0.99,
+                backlog: Duration::from_millis(5),
+            }),
+            payloads: false,
+            ..ServerConfig::default()
+        };
+        let mut s = Server::new(cfg, three_items()).expect("server");
+        let at = |ms: u64| Instant::from_micros(ms * 1000);
+        // Two receivers alone at no measured loss: the policy's 10
+        // symbols; both then report 20% loss.
+        let c = ask(&mut s, at(0), vec![ItemSel::Id(ItemId(0))]);
+        let d = ask(&mut s, at(0), vec![ItemSel::Id(ItemId(0))]);
+        assert_eq!(ids_sent(&mut s, at(0), 40, 0).len(), 10);
+        for x in [c, d] {
+            let done = ClientMsg::ItemDone {
+                item: ItemId(0),
+                transmission: TransmissionId(0),
+                received: 80,
+                expected: 100,
+            };
+            s.handle_client_msg(at(40), x, done);
+        }
+        // Two items at once, 10 ms of symbols each (over the 5 ms backlog).
+        let (x, y) = if same_receiver { (c, c) } else { (c, d) };
+        let request = |i| ClientMsg::Request {
+            items: vec![ItemSel::Id(ItemId(i))],
+        };
+        s.handle_client_msg(at(50), x, request(1));
+        s.handle_client_msg(at(50), y, request(2));
+        let mut sizes = [0u32; 2];
+        for t in 50..150 {
+            while let Some(x) = s.poll_transmit(at(t), &mut NoPayload) {
+                if let Transmit::Data(d) = x {
+                    sizes[d.item.0 as usize - 1] += 1;
+                }
+            }
+        }
+        sizes.sort();
+        sizes
+    };
+    // Another receiver's item waits: the first send gets the policy's 12,
+    // the second, alone, the odds' count.
+    assert_eq!(sends(false), [12, idle]);
+    // Only the send's own receiver waits for the other: both get the odds.
+    assert_eq!(sends(true), [idle, idle]);
 }
 
 /// A NAK asking for more than `repair_share` of its item (and for at least

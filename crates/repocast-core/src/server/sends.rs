@@ -9,6 +9,7 @@ use crate::policy::FecPolicy;
 use crate::sched::hold;
 use crate::wire::AnnounceKind;
 use crate::{ClientId, Instant, ItemId, TransmissionId};
+use std::time::Duration;
 
 impl Server {
     /// `count` fresh symbol ids of `block` of `item`, from its next one on.
@@ -119,7 +120,7 @@ impl Server {
         // The odds are the item's: each of its G blocks gets the G-th root.
         let g = needs.iter().filter(|&&d| d > 0).count().max(1) as f64;
         let idle_odds = (self.cfg.idle_fec)
-            .filter(|f| !push && self.spare_link(item, f.backlog))
+            .filter(|f| !push && self.spare_link(item, &listeners, f.backlog))
             .map(|f| f.odds.powf(g.recip()));
         let (mut first, mut tail) = (Vec::new(), Vec::new());
         for (b, &need) in (0u32..).zip(&needs) {
@@ -201,15 +202,22 @@ impl Server {
         (max, first.filter(|&l| l < max))
     }
 
-    /// Whether the link has time to spare besides `item`: no repair queued
-    /// (one that may interrupt the send, `ServerConfig::preempt`, does not
-    /// wait for its extra symbols) and the other waiting items' symbols
-    /// take less than `backlog` to send (counted until they do not).
-    fn spare_link(&self, item: ItemId, backlog: std::time::Duration) -> bool {
+    /// Whether the link has time to spare besides `item`, sent to
+    /// `listeners`: no repair queued (one that may interrupt the send,
+    /// `ServerConfig::preempt`, does not wait for its extra symbols) and
+    /// the other waiting items' symbols take less than `backlog` to send
+    /// (counted until they do not). An item waited for only by `listeners`
+    /// does not count: they finish no sooner for it going first, as their
+    /// requests end with this send either way, and the extra symbols spare
+    /// them a repair round of it.
+    fn spare_link(&self, item: ItemId, listeners: &[ClientId], backlog: Duration) -> bool {
         let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
         let mut waiting = 0u128;
+        let competing = |i: &ItemId| {
+            *i != item && !(self.demand.waiters(*i).iter()).all(|c| listeners.contains(c))
+        };
         (self.repairs.is_empty() || self.cfg.preempt)
-            && self.demand.active().filter(|&i| i != item).all(|i| {
+            && self.demand.active().filter(competing).all(|i| {
                 let symbols = self
                     .items
                     .get(i.0 as usize)
