@@ -217,3 +217,28 @@ fn a_repeated_wait_keeps_its_first_request_time() {
     assert_eq!((t.r(i), t.oldest_request(i), t.q(i)), (0, None, None));
     assert_eq!(t.active().count(), 0);
 }
+
+/// `waited_only_by` names the items whose every waiter is in a set, and
+/// spends at most its budget of waiters finding out.
+#[test]
+fn waited_only_by_checks_every_waiter_within_its_budget() {
+    // A {1,2,3}, B {2,4}, C {2,3}.
+    let t = example(QKey::Count);
+    let (a, b, c) = (ClientId(0), ClientId(1), ClientId(2));
+    let only = |item: u32, set: &[ClientId], budget: usize| {
+        let mut left = budget;
+        let r = t.waited_only_by(ItemId(item), set, &mut left);
+        (r, budget - left)
+    };
+    assert_eq!(only(1, &[a], 10), (true, 1));
+    assert_eq!(only(3, &[a, c], 10), (true, 2));
+    assert_eq!(only(3, &[a, b], 10), (false, 2));
+    // More waiters than the set: no waiter looked at.
+    assert_eq!(only(2, &[a, c], 10), (false, 0));
+    assert_eq!(only(2, &[a, b, c], 10), (true, 3));
+    // Out of budget: not looked at, counted as waited for by others.
+    assert_eq!(only(2, &[a, b, c], 2), (false, 0));
+    // Nobody waits for item 0; an unknown item is nobody's.
+    assert_eq!(only(0, &[], 10), (true, 0));
+    assert_eq!(only(9, &[a], 10), (false, 0));
+}

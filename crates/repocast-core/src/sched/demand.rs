@@ -175,6 +175,22 @@ impl DemandTable {
             .unwrap_or_default()
     }
 
+    /// Whether every client waiting for `item` is one of `clients`
+    /// (ascending by id, as [`Self::waiters`] gives them), looking at no
+    /// more than `budget` waiters (spent from it; `false` once it would
+    /// run out), so a caller asking this of many items does bounded work.
+    pub fn waited_only_by(&self, item: ItemId, clients: &[ClientId], budget: &mut usize) -> bool {
+        let Some(d) = self.items.get(item.0 as usize) else {
+            return false;
+        };
+        let n = d.waiters.len();
+        if n > clients.len() || n > *budget {
+            return false;
+        }
+        *budget -= n;
+        d.waiters.iter().all(|c| clients.binary_search(c).is_ok())
+    }
+
     /// Whether `client` waits for `item`.
     pub fn is_waiting(&self, client: ClientId, item: ItemId) -> bool {
         self.clients

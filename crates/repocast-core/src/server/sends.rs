@@ -11,6 +11,11 @@ use crate::wire::AnnounceKind;
 use crate::{ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
+/// How many waiters [`Server::spare_link`] looks at, in all, to find the
+/// waiting items only a send's own receivers wait for (a bound on its work
+/// per send however many items and receivers wait).
+const SPARE_LINK_CHECKS: usize = 4096;
+
 impl Server {
     /// `count` fresh symbol ids of `block` of `item`, from its next one on.
     pub(super) fn alloc(&mut self, item: ItemId, block: u32, count: u32) -> Esis {
@@ -207,15 +212,17 @@ impl Server {
     /// `ServerConfig::preempt`, does not wait for its extra symbols) and
     /// the other waiting items' symbols take less than `backlog` to send
     /// (counted until they do not). An item waited for only by `listeners`
-    /// does not count: they finish no sooner for it going first, as their
-    /// requests end with this send either way, and the extra symbols spare
-    /// them a repair round of it.
+    /// (ascending by id) does not count: they finish no sooner for it
+    /// going first, as their requests end with this send either way, and
+    /// the extra symbols spare them a repair round of it. At most
+    /// [`SPARE_LINK_CHECKS`] waiters are looked at for that; past them an
+    /// item counts.
     fn spare_link(&self, item: ItemId, listeners: &[ClientId], backlog: Duration) -> bool {
         let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
         let mut waiting = 0u128;
-        let competing = |i: &ItemId| {
-            *i != item && !(self.demand.waiters(*i).iter()).all(|c| listeners.contains(c))
-        };
+        let mut checks = SPARE_LINK_CHECKS;
+        let competing =
+            |i: &ItemId| *i != item && !self.demand.waited_only_by(*i, listeners, &mut checks);
         (self.repairs.is_empty() || self.cfg.preempt)
             && self.demand.active().filter(competing).all(|i| {
                 let symbols = self
