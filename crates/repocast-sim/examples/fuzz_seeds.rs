@@ -1,13 +1,13 @@
-//! Writes starting inputs for the endpoint fuzz targets into
-//! `fuzz/corpus/{server_endpoint,client_endpoint}`: one real exchange
-//! between a server endpoint and a client endpoint (two items, the fuzz
-//! targets' names and sizes), recorded in each target's input format; and
-//! for the server target, `preempt`: two connections, a long send of its
-//! third item, and a NAK whose repair interrupts that send, which then
-//! resumes (random inputs hardly ever get that far); and for
-//! `client_machine`, `verified`: one send of its 100-byte zero item with a
-//! source symbol lost and a repair symbol in its place, so both blocks
-//! decode, verify and assemble.
+//! Writes starting inputs for three fuzz targets into `fuzz/corpus/`:
+//! - for `server_endpoint` and `client_endpoint`, `exchange`: one real
+//!   exchange between a server endpoint and a client endpoint (two items,
+//!   the targets' names and sizes), recorded in each target's input format;
+//! - for `server_endpoint`, `preempt`: two connections, a long send of its
+//!   third item, and a NAK whose repair interrupts that send, which then
+//!   resumes (random inputs hardly ever get that far);
+//! - for `client_machine`, `verified`: one send of its 100-byte zero item
+//!   with a source symbol lost and a repair symbol in its place, so both
+//!   blocks decode, verify and assemble.
 //!
 //!     cargo run -p repocast-sim --example fuzz_seeds
 
