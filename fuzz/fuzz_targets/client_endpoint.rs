@@ -4,11 +4,11 @@
 //! an item it did not ask for.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use repocast_core::Instant;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Event, Want};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
-use repocast_core::Instant;
 
 #[path = "common/mod.rs"]
 mod common;

@@ -18,9 +18,15 @@ use repocast_core::{Instant, ItemId, TransmissionId};
 fuzz_target!(|data: &[u8]| {
     let mut c = Client::new(ClientConfig::default());
     c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
-    let fec = FecParams { code: CodeKind::RaptorQ, symbol_size: 16, max_block_symbols: 4 };
+    let fec = FecParams {
+        code: CodeKind::RaptorQ,
+        symbol_size: 16,
+        max_block_symbols: 4,
+    };
     let size = 100;
-    let Ok(layout) = Layout::new(size, &fec) else { return };
+    let Ok(layout) = Layout::new(size, &fec) else {
+        return;
+    };
     let block_hashes = (0..layout.blocks())
         .map(|b| *blake3::hash(&vec![0; layout.block_len(b) as usize]).as_bytes())
         .collect();
@@ -28,7 +34,14 @@ fuzz_target!(|data: &[u8]| {
     c.handle_server_msg(
         Instant::ZERO,
         ServerMsg::Manifest {
-            entry: ManifestEntry { item: ItemId(0), name: "x".into(), size, hash, fec, block_hashes },
+            entry: ManifestEntry {
+                item: ItemId(0),
+                name: "x".into(),
+                size,
+                hash,
+                fec,
+                block_hashes,
+            },
             next_transmission: TransmissionId(0),
         },
     );

@@ -6,13 +6,13 @@
 //! outside its selection.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use repocast_core::Instant;
 use repocast_core::auth::{self, Identity};
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::assembly::glob_match;
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
-use repocast_core::Instant;
 use repocast_core::wire::{MAGIC, VERSION, kind};
 
 #[path = "common/mod.rs"]

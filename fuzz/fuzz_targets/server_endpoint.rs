@@ -9,17 +9,23 @@
 //! require an access token ("fuzz-token-0123456789") and encrypt the data.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::auth::{SessionKey, token_hash};
+use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::fec::layout::Layout;
 use repocast_core::profile::{EndpointLimits, Profile};
 use repocast_core::server::{BlockSource, ItemInfo, SourceError};
-use repocast_core::fec::layout::Layout;
 use repocast_core::{ClientId, Instant, ItemId};
 
 /// Blocks of zeros (the items' block hashes are theirs).
 struct Zeros;
 impl BlockSource for Zeros {
-    fn read(&mut self, _: ItemId, _: u64, len: usize, out: &mut Vec<u8>) -> Result<(), SourceError> {
+    fn read(
+        &mut self,
+        _: ItemId,
+        _: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
         out.resize(out.len() + len, 0);
         Ok(())
     }
@@ -40,14 +46,29 @@ fuzz_target!(|data: &[u8]| {
         let block_hashes = (0..layout.blocks())
             .map(|b| *blake3::hash(&vec![0; layout.block_len(b) as usize]).as_bytes())
             .collect();
-        ItemInfo { name: name.into(), size, hash: [1; 32], block_hashes }
+        ItemInfo {
+            name: name.into(),
+            size,
+            hash: [1; 32],
+            block_hashes,
+        }
     };
     // "d" is long enough (313 symbols) for its sends to be interrupted by
     // another's repair or send and resumed (`server::preempt`).
     let items = vec![item("a", 1000), item("b/c", 10), item("d", 20_000)];
-    let limits = EndpointLimits { max_connections: 8, max_buffered_bytes: 1 << 16, ..Profile::Lan.limits() };
-    let Ok(ep) = ServerEndpoint::new(cfg, limits, items) else { return };
-    let tokens = if strict { vec![token_hash("fuzz-token-0123456789")] } else { Vec::new() };
+    let limits = EndpointLimits {
+        max_connections: 8,
+        max_buffered_bytes: 1 << 16,
+        ..Profile::Lan.limits()
+    };
+    let Ok(ep) = ServerEndpoint::new(cfg, limits, items) else {
+        return;
+    };
+    let tokens = if strict {
+        vec![token_hash("fuzz-token-0123456789")]
+    } else {
+        Vec::new()
+    };
     let mut ep = ep.with_tokens(tokens);
     let mut conns: Vec<ClientId> = Vec::new();
     let mut now = Instant::ZERO;
@@ -62,7 +83,9 @@ fuzz_target!(|data: &[u8]| {
                 }
             }
             1 | 2 => {
-                let Some((&n, tail)) = rest.split_first() else { break };
+                let Some((&n, tail)) = rest.split_first() else {
+                    break;
+                };
                 let n = (n as usize).min(tail.len());
                 let (bytes, tail) = tail.split_at(n);
                 rest = tail;
