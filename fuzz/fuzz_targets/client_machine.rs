@@ -8,6 +8,8 @@
 //! `examples/fuzz_seeds.rs`) gets there; the target asserts that a
 //! block only comes out verified if it is zeros, as its hash says.
 #![no_main]
+#[path = "common/zeros.rs"]
+mod zeros;
 use libfuzzer_sys::fuzz_target;
 use repocast_core::client::{Client, ClientConfig, ClientEvent};
 use repocast_core::fec::CodeKind;
@@ -27,9 +29,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(layout) = Layout::new(size, &fec) else {
         return;
     };
-    let block_hashes = (0..layout.blocks())
-        .map(|b| *blake3::hash(&vec![0; layout.block_len(b) as usize]).as_bytes())
-        .collect();
+    let block_hashes = zeros::zero_block_hashes(&layout);
     let hash = *blake3::hash(&vec![0; size as usize]).as_bytes();
     c.handle_server_msg(
         Instant::ZERO,

@@ -8,6 +8,8 @@
 //! session key, key rotations at any time); inputs of odd length also
 //! require an access token ("fuzz-token-0123456789") and encrypt the data.
 #![no_main]
+#[path = "common/zeros.rs"]
+mod zeros;
 use libfuzzer_sys::fuzz_target;
 use repocast_core::auth::{SessionKey, token_hash};
 use repocast_core::endpoint::server::ServerEndpoint;
@@ -43,9 +45,7 @@ fuzz_target!(|data: &[u8]| {
     // disk", and nothing is ever sent).
     let item = |name: &str, size: u64| {
         let layout = Layout::new(size, &cfg.item_fec(size)).expect("layout");
-        let block_hashes = (0..layout.blocks())
-            .map(|b| *blake3::hash(&vec![0; layout.block_len(b) as usize]).as_bytes())
-            .collect();
+        let block_hashes = zeros::zero_block_hashes(&layout);
         ItemInfo {
             name: name.into(),
             size,
