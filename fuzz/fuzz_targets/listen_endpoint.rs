@@ -2,8 +2,9 @@
 //! either group, including catalogue pieces of any content that the
 //! pinned key signed (so the piece parser and the assembly are reached,
 //! not only the signature check) and symbol batches it signed, in any
-//! order with time passing, without panicking, and never reports an item
-//! outside its selection.
+//! order with time passing, without panicking, never reports an item
+//! outside its selection, and reports an item verified only with its
+//! file in the store at its size.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::Instant;
@@ -60,5 +61,9 @@ fuzz_target!(|data: &[u8]| {
     }
     for o in ep.outcomes() {
         assert!(glob_match("a*", &o.name));
+        if o.result.is_ok() {
+            let file = ep.store().and_then(|s| s.file(&o.name));
+            assert_eq!(file.map(|f| f.len() as u64), Some(o.size), "{}", o.name);
+        }
     }
 });

@@ -1,4 +1,4 @@
-//! Writes starting inputs for three fuzz targets into `fuzz/corpus/`:
+//! Writes starting inputs for four fuzz targets into `fuzz/corpus/`:
 //! - for `server_endpoint` and `client_endpoint`, `exchange`: one real
 //!   exchange between a server endpoint and a client endpoint (two items,
 //!   the targets' names and sizes), recorded in each target's input format;
@@ -7,7 +7,11 @@
 //!   resumes (random inputs hardly ever get that far);
 //! - for `client_machine`, `verified`: one send of its 100-byte zero item
 //!   with a source symbol lost and a repair symbol in its place, so both
-//!   blocks decode, verify and assemble.
+//!   blocks decode, verify and assemble;
+//! - for `listen_endpoint`, `pushed`: a real pusher signing with the
+//!   target's pinned key, its catalogue and the data of one item the
+//!   target selects, every tenth data packet lost, until the listener has
+//!   verified and written it (random inputs never get past the catalogue).
 //!
 //!     cargo run -p repocast-sim --example fuzz_seeds
 
@@ -147,6 +151,97 @@ fn client_machine_seed() -> std::io::Result<Vec<u8>> {
     Ok(out)
 }
 
+/// One `listen_endpoint` record: `action` (the target's op modulo 5)
+/// with `bytes`; `None` if no op byte both names that action and carries
+/// that length (the op's upper six bits are the length's low bits).
+fn listen_op(out: &mut Vec<u8>, action: u8, bytes: &[u8]) -> Option<()> {
+    let (lo, hi) = (bytes.len() % 64, u8::try_from(bytes.len() / 64).ok()?);
+    let op = (0..4u8)
+        .map(|r| ((lo as u8) << 2) | r)
+        .find(|op| op % 5 == action)?;
+    out.extend([op, hi]);
+    out.extend_from_slice(bytes);
+    Some(())
+}
+
+/// The `listen_endpoint` target's `pushed` input: a pusher keyed as the
+/// target's pinned signer sends item "ab1" (selected by its "a*"; 300
+/// bytes in blocks of four 18-byte symbols) with twice its size in
+/// symbols; every tenth data packet is left out and 10 ms pass between
+/// steps. The name's and the symbols' lengths are such that every
+/// datagram's length has an op byte ([`listen_op`]). Checked here by a
+/// listener set up as the target's: it must end with the item verified.
+fn listen_seed() -> std::io::Result<Vec<u8>> {
+    use repocast_core::auth::Identity;
+    use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
+    use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
+    let fec = FecParams {
+        code: repocast_core::fec::CodeKind::RaptorQ,
+        symbol_size: 18,
+        max_block_symbols: 4,
+    };
+    let bytes: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
+    let info = MemorySource::item_info("ab1", &bytes, &fec).map_err(std::io::Error::other)?;
+    let item = PushItem {
+        info,
+        mode: 0o644,
+        mtime: 1_700_000_000,
+    };
+    let identity = Identity::from_seed([7; 32]);
+    let cfg = PushConfig::shipped(
+        &fec,
+        None,
+        repocast_core::sched::SchedulerKind::Flat,
+        1,
+        200_000,
+        false,
+        Some(2.0),
+    )
+    .map_err(std::io::Error::other)?;
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, identity.clone(), 1, vec![item])
+        .map_err(std::io::Error::other)?;
+    let mut lcfg = ListenConfig::new(Profile::Push.client());
+    lcfg.trust = Some(identity.public());
+    lcfg.select = vec!["a*".into()];
+    lcfg.memory_budget = 1 << 16;
+    let mut listener = ListenEndpoint::new(Instant::ZERO, lcfg, MemoryStore::default());
+    let mut source = MemorySource::new(vec![bytes]);
+    let (mut out, mut buf, mut now, mut data) = (Vec::new(), Vec::new(), Instant::ZERO, 0);
+    let unfit = |n: usize| std::io::Error::other(format!("no op byte fits a {n}-byte datagram"));
+    for _ in 0..2000 {
+        while let Some(d) = push.poll_transmit(now, &mut source, &mut buf) {
+            let (action, ch) = match d {
+                Dest::Announce => (0, Channel::Announce),
+                _ => (2, Channel::Data),
+            };
+            if ch == Channel::Data {
+                data += 1;
+                if data % 10 == 0 {
+                    continue;
+                }
+            }
+            listen_op(&mut out, action, &buf).ok_or_else(|| unfit(buf.len()))?;
+            listener.handle_datagram(now, ch, &buf);
+        }
+        while listener.poll_event().is_some() {}
+        if listener.is_finished() {
+            break;
+        }
+        // Time: 10 ms (the length byte), 65 bytes the target skips.
+        now = now + Duration::from_millis(10);
+        listen_op(&mut out, 4, &[0; 65]).ok_or_else(|| unfit(65))?;
+        listener.handle_timeout(now);
+    }
+    let ok = listener
+        .outcomes()
+        .iter()
+        .any(|o| o.name == "ab1" && o.result.is_ok());
+    if !ok {
+        return Err(std::io::Error::other("the listener did not verify a1"));
+    }
+    Ok(out)
+}
+
 fn main() -> std::io::Result<()> {
     let mut cfg = Profile::Lan.server();
     cfg.symbol_size = 64;
@@ -220,6 +315,8 @@ fn main() -> std::io::Result<()> {
     std::fs::write(dir.join("preempt"), preempt_seed())?;
     let dir = std::path::Path::new("fuzz/corpus/client_machine");
     std::fs::write(dir.join("verified"), client_machine_seed()?)?;
+    let dir = std::path::Path::new("fuzz/corpus/listen_endpoint");
+    std::fs::write(dir.join("pushed"), listen_seed()?)?;
     println!("client finished: {}", client.is_finished());
     Ok(())
 }
