@@ -21,9 +21,16 @@
 //! the welcome (or, for a listener, the signed catalogue) says symbols are
 //! signed, a data packet that passed its tag also waits until a batch
 //! signed by the pinned key lists it ([`super::signing`]).
+//!
+//! This module holds the request, control and event side; `admit` the
+//! checks a datagram passes before it is parsed further, and `memory` the
+//! memory bound (partial blocks spilled to the store and brought back).
+
+mod admit;
+mod memory;
 
 use super::Channel;
-use super::signing::{BatchVerifier, Verdict, VerifierStats};
+use super::signing::{BatchVerifier, VerifierStats};
 use super::store::{BlockStore, Resume};
 use crate::auth::{self, PublicKey, SessionKey};
 use crate::client::{Client, ClientConfig, ClientEvent, ClientStats};
@@ -31,18 +38,14 @@ use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::wire::control::{CatalogueEntry, Channels};
 use crate::wire::frame::{FrameDecoder, encode_frame};
-use crate::wire::{self, AnnounceRepr, ClientMsg, DataRepr, ItemSel, ServerMsg};
-use crate::{Instant, ItemId, SessionId};
+use crate::wire::{self, AnnounceRepr, ClientMsg, ItemSel, ServerMsg};
+use crate::{Instant, ItemId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Most catalogue entries a client accepts in all (a server cannot grow
 /// `repocast ls` without bound).
 pub const MAX_CATALOGUE_TOTAL: usize = 1 << 20;
-/// Data packets between checks of the memory budget.
-const EVICT_EVERY: u64 = 256;
-/// Symbols of spilled blocks written to the store at a time.
-const SPILL_BATCH: usize = 256;
 
 /// What the client wants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -480,167 +483,6 @@ impl<S: BlockStore> ClientEndpoint<S> {
             },
         }
         self.process(now);
-    }
-
-    /// Takes only data packets that batches signed by `signer` list
-    /// ([`super::signing`]): the welcome says so in request mode, the
-    /// signed catalogue in push mode.
-    pub fn expect_signed_symbols(&mut self, signer: PublicKey, session: SessionId) {
-        self.verifier = Some(BatchVerifier::new(
-            signer,
-            session,
-            self.cfg.verified.clone(),
-        ));
-    }
-
-    /// A data packet: its tag checked, then (with signed symbols, when
-    /// `gate`) held until a verified batch lists it, then decrypted and
-    /// handed to the state machine.
-    fn on_data_datagram(&mut self, now: Instant, bytes: &[u8], gate: bool) {
-        let mut p = match DataRepr::parse(bytes) {
-            Ok(p) => p,
-            Err(_) => {
-                self.stats.malformed += 1;
-                return;
-            }
-        };
-        let number = auth::tag_number(&p.tag);
-        let key = self.key_for(number.map_or(0, auth::epoch_of));
-        let forged = key
-            .is_some_and(|k| p.tag.len() != auth::TAG_LEN || auth::check_data(k, bytes).is_err());
-        // An encrypted symbol is read only under the key that checked its
-        // tag.
-        let key = key.filter(|_| p.encrypted).cloned();
-        if forged || (p.encrypted && key.is_none()) {
-            self.stats.forged += 1;
-            return;
-        }
-        if let (true, Some(v)) = (gate, self.verifier.as_mut()) {
-            if v.check(bytes) == Verdict::Held {
-                return;
-            }
-        }
-        if let (Some(k), Some(n)) = (key, number) {
-            auth::crypt_payload(&k, n, &mut p.payload);
-        }
-        self.on_data(now, &p)
-    }
-
-    /// The key a packet of key epoch `epoch` is sealed under: a rotated
-    /// key of that epoch, else the welcome's (None: unauthenticated).
-    fn key_for(&self, epoch: u8) -> Option<&SessionKey> {
-        let rotated = self.rotated.iter().find(|(e, _)| *e == epoch);
-        rotated.map(|(_, k)| k).or(self.session_key.as_ref())
-    }
-
-    /// An announcement's own bytes once its trailer checks out (`None`:
-    /// forged, counted). Announcements name no epoch: the newest key is
-    /// tried first, then older ones, each a keyed hash.
-    fn open_announce<'a>(&mut self, bytes: &'a [u8]) -> Option<&'a [u8]> {
-        let Some(welcome) = &self.session_key else {
-            return Some(bytes);
-        };
-        let keys = self.rotated.iter().rev().map(|(_, k)| k);
-        let signer = self.cfg.server_key.as_ref();
-        for k in keys.chain(std::iter::once(welcome)) {
-            match auth::open_announce(k, signer, &self.cfg.verified, bytes) {
-                Ok(body) => return Some(body),
-                Err(auth::AuthError::BadTag) => continue,
-                Err(_) => break,
-            }
-        }
-        self.stats.forged += 1;
-        None
-    }
-
-    fn on_data(&mut self, now: Instant, p: &DataRepr) {
-        let key = (p.item, p.block.0);
-        if self.store.is_spilled(key.0, key.1) && self.client.completes_evicted(key.0, key.1) {
-            // This symbol can complete the block: it comes back first.
-            let mut syms = match self.store.unspill(key.0, key.1) {
-                Ok(syms) => syms,
-                Err(e) => return self.client.abandon(key.0, e.to_string()),
-            };
-            syms.extend(self.spill_batch.remove(&key).unwrap_or_default());
-            self.client.restore(key.0, key.1, syms);
-            self.stats.restored_blocks += 1;
-            self.lru.insert(key, self.tick);
-        }
-        let useful = self.client.handle_data(now, p);
-        for (item, block, esi, bytes) in self.client.take_deferred() {
-            self.spill_batch
-                .entry((item, block))
-                .or_default()
-                .push((esi, bytes));
-            self.batched += 1;
-        }
-        if self.batched >= SPILL_BATCH {
-            self.flush_spill();
-        }
-        if useful {
-            self.last_heard = now;
-            self.tick += 1;
-            if !self.client.is_evicted(key.0, key.1) {
-                self.lru.insert(key, self.tick);
-            }
-            if self.tick % EVICT_EVERY == 0 {
-                self.evict();
-            }
-        }
-    }
-
-    /// Writes the batched symbols of spilled blocks to the store, a
-    /// block's at a time.
-    fn flush_spill(&mut self) {
-        self.batched = 0;
-        for ((item, block), syms) in std::mem::take(&mut self.spill_batch) {
-            // A block given back, or an item ended since: nothing to keep.
-            if !self.client.is_evicted(item, block) {
-                continue;
-            }
-            if let Err(e) = self.store.spill(item, block, &syms) {
-                self.client.abandon(item, e.to_string());
-            }
-        }
-    }
-
-    /// Keeps partly received blocks within the memory budget: when over,
-    /// moves the least recently fed to the store's spill until half the
-    /// budget is in use. A block that cannot leave (its decoder has begun)
-    /// stays counted.
-    fn evict(&mut self) {
-        let held = |c: &Client, sizes: &FastMap<ItemId, u64>, (i, b): (ItemId, u32)| {
-            c.held_symbols(i, b) as u64 * sizes.get(&i).copied().unwrap_or(0)
-        };
-        let budget = self.cfg.memory_budget;
-        let mut total: u64 = (self.lru.keys())
-            .map(|k| held(&self.client, &self.symbol_sizes, *k))
-            .sum();
-        self.stats.peak_held_bytes = self.stats.peak_held_bytes.max(total);
-        if total <= budget {
-            return;
-        }
-        let mut order: Vec<((ItemId, u32), u64)> = self.lru.iter().map(|(k, v)| (*k, *v)).collect();
-        order.sort_by_key(|(_, t)| *t);
-        for (key, _) in order {
-            if total <= budget / 2 {
-                break;
-            }
-            let bytes = held(&self.client, &self.symbol_sizes, key);
-            if bytes == 0 {
-                self.lru.remove(&key);
-                continue;
-            }
-            if let Some(syms) = self.client.evict(key.0, key.1) {
-                self.lru.remove(&key);
-                if let Err(e) = self.store.spill(key.0, key.1, &syms) {
-                    self.client.abandon(key.0, e.to_string());
-                    continue;
-                }
-                total = total.saturating_sub(bytes);
-                self.stats.spilled_blocks += 1;
-            }
-        }
     }
 
     /// Timers: NAKs due, transmissions whose end never came, the idle
