@@ -237,7 +237,7 @@ fn listen_seed() -> std::io::Result<Vec<u8>> {
         .iter()
         .any(|o| o.name == "ab1" && o.result.is_ok());
     if !ok {
-        return Err(std::io::Error::other("the listener did not verify a1"));
+        return Err(std::io::Error::other("the listener did not verify ab1"));
     }
     Ok(out)
 }
