@@ -15,8 +15,8 @@ use crate::{Instant, SessionId};
 
 impl<S: BlockStore> ClientEndpoint<S> {
     /// Takes only data packets that batches signed by `signer` list
-    /// ([`crate::endpoint::signing`]): the welcome says so in request mode, the
-    /// signed catalogue in push mode.
+    /// ([`crate::endpoint::signing`]): the welcome says so in request
+    /// mode, the signed catalogue in push mode.
     pub fn expect_signed_symbols(&mut self, signer: PublicKey, session: SessionId) {
         self.verifier = Some(BatchVerifier::new(
             signer,
