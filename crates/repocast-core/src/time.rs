@@ -47,6 +47,14 @@ impl Instant {
         self.0 as f64 / 1e9
     }
 
+    /// The instant `d` before this one, the epoch if that is earlier.
+    pub fn saturating_sub(self, d: Duration) -> Instant {
+        Instant(
+            self.0
+                .saturating_sub(d.as_nanos().min(u64::MAX as u128) as u64),
+        )
+    }
+
     /// Time from `earlier` to `self`, zero if `earlier` is later.
     pub fn saturating_since(self, earlier: Instant) -> Duration {
         Duration::from_nanos(self.0.saturating_sub(earlier.0))

@@ -180,6 +180,7 @@ fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Optio
     let id = s.handle_connect(Instant::ZERO);
     c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
     let (mut lengths, mut nak, mut n) = (Vec::new(), None, 0u64);
+    let mut reports = Vec::new();
     let mut now = Instant::ZERO;
     while !c.is_finished() && now < Instant::ZERO + Duration::from_secs(30) {
         for o in step(&mut s, &mut c, id, now) {
@@ -204,6 +205,9 @@ fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Optio
         // Look at what the client says before the server takes it.
         let msgs: Vec<ClientMsg> = std::iter::from_fn(|| c.poll_transmit()).collect();
         for m in msgs {
+            if let ClientMsg::LossReport { expected, .. } = &m {
+                reports.push(*expected);
+            }
             if let ClientMsg::Nak(k) = &m {
                 if k.transmission == TransmissionId(1) && nak.is_none() {
                     nak = Some(NakSeen {
@@ -223,6 +227,7 @@ fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Optio
         ServerStatsView {
             grown: st.grown_packets,
             repaired: st.repair_packets,
+            reports,
         },
         lengths,
         nak,
@@ -232,6 +237,8 @@ fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Optio
 struct ServerStatsView {
     grown: u64,
     repaired: u64,
+    /// The packets each of the receiver's early loss reports rested on.
+    reports: Vec<u32>,
 }
 
 struct NakSeen {
@@ -245,6 +252,7 @@ fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
     // block ends short and the NAK names all five.
     let (plain, lengths, nak) = first_send_with_loss(false);
     assert_eq!(plain.grown, 0);
+    assert!(plain.reports.is_empty());
     assert_eq!(lengths, vec![5100]);
     let nak = nak.expect("a NAK after the first send");
     assert_eq!(nak.blocks, 5);
@@ -253,7 +261,10 @@ fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
     // every block grows to 12% redundancy (those not yet sent in place,
     // the ones already on air by a segment at the end of the send) and
     // the server announces the new length. Nothing is left to repair.
+    // It reports again on twice the packets, and again: the estimates
+    // agree with the first, so nothing more changes.
     let (grown, lengths, nak) = first_send_with_loss(true);
+    assert_eq!(grown.reports, vec![1024, 2048, 4096]);
     assert!(grown.grown >= 5 * 90, "{}", grown.grown);
     assert_eq!(lengths.len(), 2, "{lengths:?}");
     assert_eq!(lengths[1] as u64, 5100 + grown.grown);
@@ -416,4 +427,56 @@ fn a_repair_for_a_receiver_of_the_send_on_air_does_not_interrupt_it() {
         }
     }
     assert_eq!((s.stats().preemptions, repair), (0, None));
+}
+
+/// A transmission the server trims (every receiver reported less loss than
+/// it was sized for) is announced again shorter: a receiver on it moves its
+/// deadline earlier by the packets taken off, so it reports when the send
+/// ends, not when the longer one would have; an announcement shorter than
+/// what it has heard of the send moves it no earlier than that.
+#[test]
+fn an_announced_trim_brings_the_receivers_deadline_forward() {
+    let mut s = server_of("FEC(0)+R(inf)", 1000, &[5000 * 64]);
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        ..ClientConfig::default()
+    });
+    let id = s.handle_connect(Instant::ZERO);
+    c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
+    let (mut first, mut heard, mut now) = (None, 0u32, Instant::ZERO);
+    while heard < 100 {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) => {
+                    first.get_or_insert(a.clone());
+                    c.handle_announce(now, &a);
+                }
+                Out::Data(d) => {
+                    heard += 1;
+                    c.handle_data(now, &d);
+                }
+            }
+        }
+        now = now + Duration::from_millis(1);
+    }
+    let a = first.expect("announced");
+    assert_eq!(a.total_packets, 5000);
+    let before = c.poll_timeout().expect("a deadline");
+    let per = Duration::from_micros(a.duration_us) / a.total_packets;
+    let shorter = AnnounceRepr {
+        total_packets: 4000,
+        duration_us: a.duration_us * 4 / 5,
+        ..a.clone()
+    };
+    c.handle_announce(now, &shorter);
+    assert_eq!(c.poll_timeout(), Some(before.saturating_sub(per * 1000)));
+    // Shorter than the 100 heard: taken as 100.
+    let absurd = AnnounceRepr {
+        total_packets: 10,
+        duration_us: a.duration_us / 500,
+        ..a
+    };
+    c.handle_announce(now, &absurd);
+    let floor = before.saturating_sub(per * 4900);
+    assert_eq!(c.poll_timeout(), Some(floor));
 }

@@ -113,6 +113,12 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "trimmed_packets_total",
+        "Data packets taken off scheduled sends after early loss reports.",
+        t.trimmed_packets,
+    );
+    counter(
+        &mut o,
         "preemptions_total",
         "Repairs that interrupted a scheduled send (which then resumed).",
         t.preemptions,

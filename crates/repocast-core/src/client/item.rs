@@ -39,8 +39,11 @@ pub struct Listening {
     /// least this many packets left: another transmission may interrupt a send
     /// (`server::preempt`). `None`: it is over.
     pub reopen_left: Option<u32>,
-    /// Whether its early loss report has gone out.
-    pub reported: bool,
+    /// Packets seen (from its first one heard) at which its next early
+    /// loss report goes out: [`super::LOSS_REPORT_AFTER`], then twice as
+    /// many each time, so a long send is reported on a few times, each
+    /// on twice the packets, and at most 22 times in all.
+    pub next_report: u32,
 }
 
 impl Listening {
@@ -178,7 +181,7 @@ mod tests {
             deadline: Instant::ZERO,
             ended: true,
             reopen_left: None,
-            reported: false,
+            next_report: crate::client::LOSS_REPORT_AFTER,
         };
         assert_eq!(l.expected(), 2);
     }

@@ -48,11 +48,12 @@ pub struct ClientConfig {
     /// Extra wait past an announced transmission's expected end before the
     /// client treats it as over (its end announcement was lost).
     pub end_grace: Duration,
-    /// Send one early loss report per long transmission
+    /// Send early loss reports on long transmissions
     /// ([`ClientMsg::LossReport`], after [`LOSS_REPORT_AFTER`] packets of
-    /// one at least [`LOSS_REPORT_MIN_TOTAL`] long), so a server sizing
-    /// redundancy by loss can grow the rest of it. Off by default: the
-    /// simulator's receivers report only at the end, as in the study.
+    /// one at least [`LOSS_REPORT_MIN_TOTAL`] long, then on twice as many
+    /// each time), so a server sizing redundancy by loss can resize the
+    /// rest of it. Off by default: the simulator's receivers report only at
+    /// the end, as in the study.
     pub loss_reports: bool,
 }
 
@@ -516,13 +517,17 @@ impl Client {
             return;
         };
         // Already on it: a repeated announcement, which says how long the
-        // transmission now is (the server may grow one on early loss
-        // reports).
+        // transmission now is (the server may grow or trim one on early
+        // loss reports; never below what was heard of it).
         if let Some(l) = it.listening.as_mut().filter(|l| l.id == a.transmission) {
             let per = Duration::from_micros(a.duration_us) / a.total_packets.max(1);
-            if a.total_packets > l.total && l.total > 0 {
-                l.deadline = l.deadline + per * (a.total_packets - l.total);
-                l.total = a.total_packets;
+            let total = a.total_packets.max(l.last_seq.saturating_add(1));
+            if total != l.total && l.total > 0 {
+                l.deadline = match total > l.total {
+                    true => l.deadline + per * (total - l.total),
+                    false => l.deadline.saturating_sub(per * (l.total - total)),
+                };
+                l.total = total;
                 self.deadline.set(None);
             }
             // Announced again after we stopped hearing it: it resumes.
@@ -552,7 +557,7 @@ impl Client {
             deadline: now + Duration::from_micros(a.duration_us) + grace,
             ended: false,
             reopen_left: None,
-            reported: false,
+            next_report: LOSS_REPORT_AFTER,
         });
     }
 

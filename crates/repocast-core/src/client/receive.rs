@@ -2,9 +2,7 @@
 //! ARM probes, verified blocks, and early data replayed after a manifest.
 use super::item::ItemPhase;
 use super::spill;
-use super::{
-    Client, ClientEvent, ClientMsg, EARLY_PACKETS, LOSS_REPORT_AFTER, LOSS_REPORT_MIN_TOTAL,
-};
+use super::{Client, ClientEvent, ClientMsg, EARLY_PACKETS, LOSS_REPORT_MIN_TOTAL};
 use crate::wire::{AnnounceKind, AnnounceRepr, DataRepr};
 use crate::{Instant, ItemId};
 use std::collections::VecDeque;
@@ -116,10 +114,10 @@ impl Client {
         // it reports too, or the server never learns this receiver's loss
         // before its NAK.
         let long = l.total >= LOSS_REPORT_MIN_TOTAL || l.total == 0;
-        if loss_reports && !l.reported && long {
+        if loss_reports && long {
             let seen = (l.last_seq.saturating_add(1)).saturating_sub(l.first_seq.unwrap_or(0));
-            if seen >= LOSS_REPORT_AFTER {
-                l.reported = true;
+            if seen >= l.next_report {
+                l.next_report = seen.saturating_mul(2);
                 self.outbox.push_back(ClientMsg::LossReport {
                     transmission: l.id,
                     item: p.item,

@@ -11,17 +11,22 @@
 
 /// Most extra symbols [`symbols_for_odds`] searches past its estimate.
 const MAX_STEPS: u32 = 64;
-/// Above this loss [`symbols_for_odds`] adds nothing: the loss is a
+/// [`symbols_for_odds`] takes a higher loss as this one: the loss is a
 /// receiver's own report, and the symbols needed grow as 1 / (1 - p).
+/// (Taken as this, not ignored: a count that fell from the odds' to the
+/// policy's as an estimate crossed 50% would make a send's length jump by
+/// a quarter with each new report of a receiver near it.)
 pub const MAX_LOSS: f64 = 0.5;
 
 /// The fewest symbols `n >= at_least` with P[Binomial(n, 1 - p) >= d] >=
 /// q, searched from a normal estimate; `at_least` when that already holds,
-/// or when `p` or `q` leave nothing to compute (no loss, no target, a loss
-/// above [`MAX_LOSS`]). Never more than twice `at_least` (or `d`): the
-/// odds add to a policy's count, they do not replace it.
+/// or when `p` or `q` leave nothing to compute (no loss, no target). A loss
+/// above [`MAX_LOSS`] counts as that. Never more than twice `at_least` (or
+/// `d`): the odds add to a policy's count, they do not replace it.
 pub fn symbols_for_odds(d: u32, p: f64, q: f64, at_least: u32) -> u32 {
-    if d == 0 || !(p > 0.0 && p <= MAX_LOSS) || !(q > 0.0 && q < 1.0) {
+    // NaN fails every comparison: no loss, or no target, to compute with.
+    let p = if p > 0.0 { p.min(MAX_LOSS) } else { 0.0 };
+    if d == 0 || p == 0.0 || !(q > 0.0 && q < 1.0) {
         return at_least;
     }
     let cap = at_least.max(d).saturating_mul(2);
@@ -154,12 +159,17 @@ mod tests {
         assert!(decode_odds(n, 1000, 0.5) >= 0.99 && n < 2200, "{n}");
     }
 
-    /// A receiver's loss comes from its own reports: a claim of 99% loss
-    /// adds nothing, and no claim doubles the policy's count.
+    /// A receiver's loss comes from its own reports: a claim above 50%
+    /// counts as 50% (so the count does not jump as an estimate crosses
+    /// it), and no claim doubles the policy's count.
     #[test]
     fn a_claimed_loss_cannot_multiply_a_send() {
-        assert_eq!(symbols_for_odds(1000, 0.99, 0.99, 1010), 1010);
-        assert_eq!(symbols_for_odds(1000, 1.0, 0.99, 1010), 1010);
+        let at_half = symbols_for_odds(1000, 0.5, 0.99, 1510);
+        assert!((2000..2200).contains(&at_half), "{at_half}");
+        for p in [0.5001, 0.52, 0.99, 1.0, f64::INFINITY] {
+            assert_eq!(symbols_for_odds(1000, p, 0.99, 1510), at_half, "{p}");
+        }
+        assert_eq!(symbols_for_odds(1000, 0.99, 0.99, 1010), 2020);
         assert_eq!(symbols_for_odds(1000, f64::NAN, 0.99, 1010), 1010);
         assert_eq!(symbols_for_odds(10, 0.5, 0.999_999, 10), 20);
         assert!(symbols_for_odds(56_403, 0.5, 0.99, 56_403) <= 112_806);

@@ -388,6 +388,10 @@ pub struct ServerStats {
     pub report_timeouts: u64,
     /// Data packets added to scheduled sends after early loss reports.
     pub grown_packets: u64,
+    /// Data packets taken off scheduled sends after early loss reports
+    /// (every receiver heard from, with less loss than the send was sized
+    /// for).
+    pub trimmed_packets: u64,
     /// Times the link went idle because the batching hold kept back every
     /// waiting item.
     pub holds: u64,

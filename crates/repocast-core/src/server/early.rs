@@ -1,8 +1,13 @@
 //! Early loss reports: a receiver says, a thousand packets into a long
-//! transmission, how many it has heard; under `FEC(maxloss+x)` the server
-//! then grows the blocks of that scheduled send not yet sent to the loss it
-//! now knows (in loss tiers, `crate::policy::tiers`), and announces the new
-//! length.
+//! transmission and again on twice as many each time, how many it has
+//! heard; under `FEC(maxloss+x)` the server then resizes the blocks of
+//! that scheduled send not yet sent to the loss it now knows (in loss
+//! tiers, `crate::policy::tiers`), and announces the new length. It grows
+//! them as soon as any receiver reports more loss than the send was sized
+//! for, and trims them once every receiver has reported less: a send sized
+//! on estimates from a few hundred packets (the small items a request
+//! started with) carries the noise of the largest of them, 1-2 points
+//! above the receivers' loss, on every block.
 //!
 //! Without it a first transmission to new receivers carries only x of
 //! redundancy (no loss is known yet), every block ends short, and all of
@@ -39,11 +44,12 @@ impl Server {
         self.grow_current(transmission);
     }
 
-    /// Grows the scheduled send `tid`, if it is on air and sized by
-    /// `FEC(maxloss+x)`, to the largest loss now estimated among its
-    /// receivers: each block gets what the policy sends at that loss, a
+    /// Grows (or trims) the scheduled send `tid`, if it is on air and
+    /// sized by `FEC(maxloss+x)`, to the largest loss now estimated among
+    /// its receivers: each block gets what the policy sends at that loss, a
     /// block still to be sent on its own segment, one sent already at the
-    /// end of the first tier (so its receivers need no NAK round for it).
+    /// end of the first tier (so its receivers need no NAK round for it);
+    /// only blocks not yet begun shrink.
     /// With loss tiers ([`crate::policy::tiers`]) the first tier grows only
     /// to the lower tier's loss and the rest goes to the tail, so one lossy
     /// receiver does not hold back the others.
@@ -61,13 +67,12 @@ impl Server {
         let Some(mut t) = slot.take_if(|t| t.id == tid) else {
             return;
         };
-        let grown = self.grow(&mut t);
-        if grown > 0 {
-            self.stats.grown_packets += grown;
-            if on_air {
-                let a = self.announce(&t, AnnounceKind::First);
-                self.outbox.push_back(Transmit::Announce(a));
-            }
+        let (grown, trimmed) = self.grow(&mut t);
+        self.stats.grown_packets += grown;
+        self.stats.trimmed_packets += trimmed;
+        if grown + trimmed > 0 && on_air {
+            let a = self.announce(&t, AnnounceKind::First);
+            self.outbox.push_back(Transmit::Announce(a));
         }
         match on_air {
             true => self.current = Some(t),
@@ -75,45 +80,63 @@ impl Server {
         }
     }
 
-    /// Grows `t` as [`Self::grow_current`] says; returns the packets added.
-    fn grow(&mut self, t: &mut Transmission) -> u64 {
+    /// Grows (or trims) `t` as [`Self::grow_current`] says; returns the
+    /// packets added and taken off.
+    fn grow(&mut self, t: &mut Transmission) -> (u64, u64) {
         let Some(g) = t.growth.as_ref() else {
-            return 0;
+            return (0, 0);
         };
-        let (item, receivers, needs, odds) = (t.item, g.listeners, g.needs.clone(), g.odds);
+        let (item, receivers, needs) = (t.item, g.listeners, g.needs.clone());
+        let (odds, tail_odds) = (g.odds, g.tail_odds);
         // A receiver not heard from yet is taken at the loss the send was
         // sized for (its report is due within this send, and the first
         // tier can still grow then): a lossy receiver reporting first
         // does not pull everyone's first tier up to its own loss.
+        // Once every receiver has reported on this send, their estimates
+        // (the early reports' packets added to what each had) replace the
+        // one it was sized on, which may have rested on a few hundred
+        // packets: the blocks not yet begun shrink as well as grow.
         let in_flight = &self.items[item.0 as usize].in_flight;
-        let (max_loss, first_loss) =
-            self.loss_tiers(in_flight, g.max_loss, Some(g.max_loss), receivers);
-        let mut grown = 0u64;
+        let tid = t.id;
+        let all_heard = in_flight
+            .iter()
+            .all(|c| (self.clients.get(c)).is_some_and(|s| s.early.is_some_and(|e| e.0 == tid)));
+        let floor = if all_heard { 0.0 } else { g.max_loss };
+        let (max_loss, first_loss) = self.loss_tiers(in_flight, floor, Some(floor), receivers);
+        let (mut grown, mut trimmed) = (0u64, 0u64);
         for (b, need) in (0u32..).zip(needs) {
             if need == 0 {
                 continue;
             }
+            let before = t.planned(b);
             let planned = t.first_tier_planned(b);
-            let want = self.send_count(need, receivers, max_loss, odds);
+            let want = self.send_count(need, receivers, max_loss, tail_odds);
             let first = first_loss.map_or(want, |l| self.send_count(need, receivers, l, odds));
             let first = first.min(want);
             if first > planned {
                 let extra = self.alloc(item, b, first - planned);
                 // What the first tier now carries, the tail need not.
-                let dropped = t.drop_tail(b, first - planned);
-                grown += u64::from(first - planned - dropped);
+                t.drop_tail(b, first - planned);
                 t.grow_first_tier(b, extra);
+            } else if first < planned {
+                t.trim_first_tier(b, planned - first);
             }
             let planned = t.planned(b);
             if want > planned {
                 let extra = self.alloc(item, b, want - planned);
-                grown += u64::from(want - planned);
                 t.grow_tail(b, extra);
+            } else if want < planned {
+                t.drop_tail(b, planned - want);
             }
+            // Counted by what the block's plan gained or lost in all
+            // (symbols moved between its tiers are neither).
+            let after = t.planned(b);
+            grown += u64::from(after.saturating_sub(before));
+            trimmed += u64::from(before.saturating_sub(after));
         }
         if let Some(g) = t.growth.as_mut() {
             g.max_loss = max_loss;
         }
-        grown
+        (grown, trimmed)
     }
 }

@@ -425,16 +425,21 @@ impl Server {
             .collect()
     }
 
-    fn announce(&self, t: &Transmission, kind: AnnounceKind) -> AnnounceRepr {
+    /// The NAK window a transmission announces to `waiting` receivers:
+    /// the whole window from [`ServerConfig::nak_spread_listeners`] of
+    /// them on, a share of it from the same start for fewer.
+    fn nak_window_for(&self, waiting: usize) -> (Duration, Duration) {
         let (lo, mut hi) = (self.cfg.nak_window.0, self.nak_window_max);
         if let Some(n) = self.cfg.nak_spread_listeners.filter(|n| *n > 0) {
-            let waiting = self
-                .items
-                .get(t.item.0 as usize)
-                .map_or(0, |i| i.in_flight.len());
             let share = (waiting.max(1) as f64 / n as f64).min(1.0);
             hi = lo + hi.saturating_sub(lo).mul_f64(share);
         }
+        (lo, hi)
+    }
+
+    fn announce(&self, t: &Transmission, kind: AnnounceKind) -> AnnounceRepr {
+        let waiting = (self.items.get(t.item.0 as usize)).map_or(0, |i| i.in_flight.len());
+        let (lo, hi) = self.nak_window_for(waiting);
         AnnounceRepr {
             session: self.cfg.session,
             transmission: t.id,

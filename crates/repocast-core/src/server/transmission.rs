@@ -93,9 +93,11 @@ pub struct Growth {
     pub max_loss: f64,
     /// Each block's need (symbols before redundancy), by block number.
     pub needs: Vec<u32>,
-    /// The odds of decoding it was sized for on a link with time to
-    /// spare (`ServerConfig::idle_fec`), if any.
+    /// The odds of decoding its first tier was sized for on a link with
+    /// time to spare (`ServerConfig::idle_fec`), if any.
     pub odds: Option<f64>,
+    /// The same for the whole send (its lossiest receivers), if any.
+    pub tail_odds: Option<f64>,
 }
 
 /// State of an ARM transmission (SPEC 3.5): interleaved blocks, round r
@@ -336,14 +338,35 @@ impl Transmission {
         }
     }
 
+    /// Takes up to `n` of `block`'s first-tier symbols off the plan, from
+    /// its segments not yet begun (the last first), because an early loss
+    /// report shows the receivers need fewer; returns how many. Their ids
+    /// are left unused (a later send takes fresh ones).
+    pub fn trim_first_tier(&mut self, block: u32, n: u32) -> u32 {
+        if self.arm.is_some() || self.fcast.is_some() {
+            return 0;
+        }
+        let (cut, removed) = self.cut_back(self.seg + 1, self.tail_start, block, n);
+        self.tail_start -= removed;
+        cut
+    }
+
     /// Drops up to `n` of `block`'s tail symbols not yet sent (from the
-    /// end of the plan back), because its first tier grows to carry them;
-    /// returns how many were dropped. A segment on air keeps its count.
+    /// end of the plan back), because its first tier grows to carry them
+    /// or its receivers need fewer; returns how many were dropped. A
+    /// segment on air keeps its count.
     pub fn drop_tail(&mut self, block: u32, n: u32) -> u32 {
-        let mut dropped = 0;
         let from = self.tail_start.max(self.seg + 1);
-        let mut i = self.plan.len();
-        while i > from && dropped < n {
+        self.cut_back(from, self.plan.len(), block, n).0
+    }
+
+    /// Cuts up to `n` ids of `block` from the plan's segments `from..to`,
+    /// last first, removing those left empty; returns the ids cut and the
+    /// segments removed.
+    fn cut_back(&mut self, from: usize, to: usize, block: u32, n: u32) -> (u32, usize) {
+        let (mut cut, mut removed) = (0, 0);
+        let mut i = to.min(self.plan.len());
+        while i > from && cut < n {
             i -= 1;
             if self.plan[i].block != block {
                 continue;
@@ -351,15 +374,16 @@ impl Transmission {
             let Esis::Range { count, .. } = &mut self.plan[i].esis else {
                 continue;
             };
-            let cut = (*count).min(n - dropped);
-            *count -= cut;
-            dropped += cut;
+            let c = (*count).min(n - cut);
+            *count -= c;
+            cut += c;
             if *count == 0 {
                 self.plan.remove(i);
+                removed += 1;
             }
         }
-        self.total = self.total.saturating_sub(dropped);
-        dropped
+        self.total = self.total.saturating_sub(cut);
+        (cut, removed)
     }
 
     /// Adds `extra` to `block`'s tail: onto its tail segment when that is

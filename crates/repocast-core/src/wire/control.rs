@@ -101,11 +101,12 @@ pub enum ClientMsg {
         /// Bitmap of blocks held.
         held: Vec<u8>,
     },
-    /// Early in a long transmission: what the client has heard of it so
+    /// During a long transmission: what the client has heard of it so
     /// far (packets received of those sent since its first), so the server
-    /// can size the rest of the transmission to the loss it sees. At most
-    /// one per transmission; the NAK or item-done report at the end still
-    /// carries the whole transmission's counts.
+    /// can size the rest of the transmission to the loss it sees. Sent on
+    /// 1,024 packets, then on twice as many each time; the NAK or
+    /// item-done report at the end still carries the whole transmission's
+    /// counts.
     LossReport {
         transmission: TransmissionId,
         item: ItemId,
