@@ -98,11 +98,14 @@ impl Server {
         // packets: the blocks not yet begun shrink as well as grow.
         let in_flight = &self.items[item.0 as usize].in_flight;
         let tid = t.id;
-        let all_heard = in_flight
-            .iter()
-            .all(|c| (self.clients.get(c)).is_some_and(|s| s.early.is_some_and(|e| e.0 == tid)));
+        let all_heard = !in_flight.is_empty()
+            && in_flight.iter().all(|c| {
+                (self.clients.get(c)).is_some_and(|s| s.early.is_some_and(|e| e.0 == tid))
+            });
         let floor = if all_heard { 0.0 } else { g.max_loss };
-        let (max_loss, first_loss) = self.loss_tiers(in_flight, floor, Some(floor), receivers);
+        // A receiver whose estimate is too thin to tier on is still taken
+        // at the loss the send was sized for.
+        let (max_loss, first_loss) = self.loss_tiers(in_flight, floor, Some(g.max_loss), receivers);
         let (mut grown, mut trimmed) = (0u64, 0u64);
         for (b, need) in (0u32..).zip(needs) {
             if need == 0 {
