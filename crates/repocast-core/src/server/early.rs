@@ -41,7 +41,7 @@ impl Server {
             return;
         }
         c.early = Some((transmission, received, expected));
-        self.grow_current(transmission);
+        self.resize_current(transmission);
     }
 
     /// Grows (or trims) the scheduled send `tid`, if it is on air and
@@ -53,7 +53,7 @@ impl Server {
     /// With loss tiers ([`crate::policy::tiers`]) the first tier grows only
     /// to the lower tier's loss and the rest goes to the tail, so one lossy
     /// receiver does not hold back the others.
-    fn grow_current(&mut self, tid: TransmissionId) {
+    fn resize_current(&mut self, tid: TransmissionId) {
         let FecPolicy::MaxLoss(_) = self.cfg.scheme.fec else {
             return;
         };
@@ -67,7 +67,7 @@ impl Server {
         let Some(mut t) = slot.take_if(|t| t.id == tid) else {
             return;
         };
-        let (grown, trimmed) = self.grow(&mut t);
+        let (grown, trimmed) = self.resize(&mut t);
         self.stats.grown_packets += grown;
         self.stats.trimmed_packets += trimmed;
         if grown + trimmed > 0 && on_air {
@@ -80,9 +80,9 @@ impl Server {
         }
     }
 
-    /// Grows (or trims) `t` as [`Self::grow_current`] says; returns the
+    /// Grows (or trims) `t` as [`Self::resize_current`] says; returns the
     /// packets added and taken off.
-    fn grow(&mut self, t: &mut Transmission) -> (u64, u64) {
+    fn resize(&mut self, t: &mut Transmission) -> (u64, u64) {
         let Some(g) = t.growth.as_ref() else {
             return (0, 0);
         };
