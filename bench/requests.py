@@ -33,12 +33,16 @@ system, all runs pooled.
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
         [--burst 64kb] [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
         [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
-        [--out results/requests] [--timeline] [--tmpfs]
+        [--out results/requests] [--timeline] [--logs] [--tmpfs]
         [--serve-args='--batch-hold 0'] [--get-args=--no-share]
 
 --timeline also writes OUT/<system>[-RUN]-timeline.csv: every 0.5 s the
 server link's rate, the receivers running, the machine's CPU use and, for
 repocast, the server's queue, clients and counters (its /metrics).
+
+--logs keeps every process's standard error in OUT/<system>[-RUN]-logs/
+(server.log, and K.log for request K); set REPOCAST_LOG (for example
+repocast_net=debug) to choose what repocast writes there.
 
 --tmpfs puts every system's received files on a tmpfs mounted for the
 run: the lab's hosts share one disk, where thousands of small files a
@@ -203,8 +207,12 @@ def outputs(a, work):
     return os.path.join(work, "tmpfs") if a.tmpfs else work
 
 
-def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline=None):
-    """Starts the server, replays the requests, returns per-request rows."""
+def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline=None, logs=None):
+    """Starts the server, replays the requests, returns per-request rows.
+    With `logs` (a folder), every process's standard error goes there."""
+    if logs:
+        os.makedirs(logs, exist_ok=True)
+    err = lambda n: open(os.path.join(logs, n), "wb") if logs else subprocess.DEVNULL
     outdir = os.path.join(outputs(a, work), system)
     os.makedirs(outdir)
     receivers = []
@@ -217,7 +225,7 @@ def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline
         server = subprocess.Popen(in_host(name, "srv", a.bin, "serve", repo, "--key", key,
                                       "--interface", "eth0", "--listen", f"{SRV}:4700",
                                       "--metrics", f"{SRV}:4703", *a.serve_args.split()),
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  stdout=subprocess.DEVNULL, stderr=err("server.log"))
         for _ in range(100):
             if subprocess.run(in_host(name, "c1", a.bin, "ls", "--server", SRV, *trust),
                               capture_output=True).returncode == 0:
@@ -280,7 +288,7 @@ daemon off;
             k, host, at, files = pending.pop(0)
             where, argv = launch(k, files)
             p = subprocess.Popen(in_host(name, where, *argv), cwd=repo,
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL, stderr=err(f"{k}.log"))
             running[p.pid] = (p, k, host, at, files, time.monotonic())
         try:
             pid, status, ru = os.wait4(-1, os.WNOHANG)
@@ -416,6 +424,8 @@ def main():
     ap.add_argument("--get-args", default="", help="extra flags for `repocast get`, e.g. '--no-share'")
     ap.add_argument("--timeline", action="store_true",
                     help="write SYSTEM[-RUN]-timeline.csv: link rate, receivers, CPU, server counters every 0.5 s")
+    ap.add_argument("--logs", action="store_true",
+                    help="keep every process's standard error in SYSTEM[-RUN]-logs/ (REPOCAST_LOG picks what)")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
     ap.add_argument("--tmpfs", action="store_true",
                     help="every system's received files on a tmpfs mounted for the run, not the "
@@ -459,9 +469,10 @@ def main():
                         "--rate", f"{a.rate:g}mbit", "--burst", a.burst))
                 suffix = f"-{run + 1}" if a.runs > 1 else ""
                 timeline = os.path.join(a.out, f"{system}{suffix}-timeline.csv") if a.timeline else None
+                logs = os.path.join(a.out, f"{system}{suffix}-logs") if a.logs else None
                 try:
                     rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
-                                                          requests, a.rate * 1e6, timeline)
+                                                          requests, a.rate * 1e6, timeline, logs)
                 finally:
                     subprocess.run(lab(name, "down"), capture_output=True)
                     shutil.rmtree(os.path.join(outputs(a, work), system), ignore_errors=True)

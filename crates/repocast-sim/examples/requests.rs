@@ -22,7 +22,9 @@
 //! item; `preempt=0`: a repair never interrupts a scheduled send;
 //! `repair_share=F`: a long NAK for more than F of its item goes back to the
 //! scheduler (1: every NAK is repaired, as before session 25);
-//! `delays=1`: each request's delay on stderr (`delay INDEX SECONDS`).
+//! `delays=1`: each request's delay on stderr (`delay INDEX SECONDS`);
+//! `events=1`: the server's events on stderr (`event SECONDS EVENT`), what
+//! `serve` logs at debug level.
 //! With `plan` as the first argument it prints the workload instead (for
 //! `bench/requests.py`, which runs it through the network-namespace lab):
 //! `file INDEX SIZE`, `request INDEX HOST AT_S FILE,FILE..` and the fluid
@@ -103,6 +105,10 @@ fn main() {
             host: shared.then_some(r.host),
         });
     }
+    let trace = args.iter().any(|a| a == "events=1");
+    if trace {
+        lan.server_events = Some(Vec::new());
+    }
     let t0 = std::time::Instant::now();
     let all = lan.run(Instant::from_micros(3_600_000_000));
     let wall = t0.elapsed().as_secs_f64();
@@ -122,6 +128,9 @@ fn main() {
                 r.delay.map_or(-1.0, |d| d.as_secs_f64())
             );
         }
+    }
+    for (at, ev) in lan.server_events.iter().flatten() {
+        eprintln!("event\t{:.6}\t{ev:?}", at.as_micros() as f64 / 1e6);
     }
     let st = lan.server().server().stats();
     let sends = st.transmissions - st.repair_transmissions;

@@ -29,7 +29,7 @@ use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
-use repocast_core::server::{ServerConfig, ServerError};
+use repocast_core::server::{ServerConfig, ServerError, ServerEvent};
 use repocast_core::wire::FecParams;
 use repocast_core::{ClientId, Instant};
 use std::cmp::Reverse;
@@ -157,6 +157,9 @@ pub struct VirtualLan {
     tapped: Vec<Vec<u8>>,
     tap_left: usize,
     polluter: Option<crate::insider::Polluter>,
+    /// The server's events with their times, kept when set to `Some`
+    /// (what `serve` logs at debug level), for tracing a run.
+    pub server_events: Option<Vec<(Instant, ServerEvent)>>,
 }
 
 impl VirtualLan {
@@ -216,6 +219,7 @@ impl VirtualLan {
             tapped: Vec::new(),
             tap_left: 0,
             polluter: None,
+            server_events: None,
         })
     }
 
@@ -500,7 +504,11 @@ impl VirtualLan {
                 self.schedule(at, Ev::Closed(i));
             }
         }
-        while self.server.poll_event().is_some() {}
+        while let Some(ev) = self.server.poll_event() {
+            if let Some(log) = self.server_events.as_mut() {
+                log.push((self.now, ev));
+            }
+        }
     }
 
     fn drain_clients(&mut self) {
