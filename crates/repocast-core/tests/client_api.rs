@@ -247,6 +247,92 @@ struct NakSeen {
 }
 
 #[test]
+fn sequence_numbers_at_the_top_of_the_range_do_not_make_every_packet_a_report() {
+    // A server (hostile, or broken) numbers a long transmission's packets
+    // up to u32::MAX. Each early loss report waits for twice the packets of
+    // the one before, so a transmission gets at most 22, whatever its
+    // numbers say; a packet at the top of the range is reported on once.
+    let mut s = server_of("FEC(maxloss+0.02)+R(inf)", 1000, &[5000 * 64]);
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        loss_reports: true,
+        ..ClientConfig::default()
+    });
+    let id = s.handle_connect(Instant::ZERO);
+    c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
+    let mut now = Instant::ZERO;
+    let mut first = None;
+    while first.is_none() && now < Instant::ZERO + Duration::from_secs(1) {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) => c.handle_announce(now, &a),
+                Out::Data(d) => {
+                    c.handle_data(now, &d);
+                    first.get_or_insert(d);
+                }
+            }
+        }
+        now = now + Duration::from_millis(1);
+    }
+    let d = first.expect("a data packet");
+    let reports = |c: &mut Client| {
+        std::iter::from_fn(|| c.poll_transmit())
+            .filter(|m| matches!(m, ClientMsg::LossReport { .. }))
+            .count()
+    };
+    reports(&mut c);
+    let mut n = 0;
+    for seq in [u32::MAX, u32::MAX, u32::MAX - 1, u32::MAX, u32::MAX] {
+        for _ in 0..20 {
+            c.handle_data(now, &DataRepr { seq, ..d.clone() });
+            n += reports(&mut c);
+        }
+    }
+    assert_eq!(n, 1, "{n} reports on 100 packets");
+    // Doubling from 1,024 packets, the thresholds run out after 22.
+    let mut c = Client::new(ClientConfig {
+        payloads: false,
+        loss_reports: true,
+        ..ClientConfig::default()
+    });
+    c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
+    let mut s = server_of("FEC(maxloss+0.02)+R(inf)", 1000, &[5000 * 64]);
+    let id = s.handle_connect(Instant::ZERO);
+    let mut now = Instant::ZERO;
+    let mut heard = false;
+    while !heard && now < Instant::ZERO + Duration::from_secs(1) {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) => c.handle_announce(now, &a),
+                Out::Data(d) => {
+                    heard |= d.seq == 0;
+                    if d.seq == 0 {
+                        c.handle_data(now, &d);
+                    }
+                }
+            }
+        }
+        now = now + Duration::from_millis(1);
+    }
+    reports(&mut c);
+    let mut n = 0;
+    let mut seq = 1023u32;
+    loop {
+        c.handle_data(now, &DataRepr { seq, ..d.clone() });
+        n += reports(&mut c);
+        if seq == u32::MAX {
+            break;
+        }
+        seq = seq.saturating_mul(2).saturating_add(1);
+    }
+    for _ in 0..10 {
+        c.handle_data(now, &DataRepr { seq, ..d.clone() });
+        n += reports(&mut c);
+    }
+    assert_eq!(n, 22);
+}
+
+#[test]
 fn an_early_loss_report_grows_the_rest_of_a_first_transmission() {
     // Without reports: 2% redundancy everywhere, so at 10% loss every
     // block ends short and the NAK names all five.

@@ -994,3 +994,55 @@ fn a_send_is_trimmed_once_every_receiver_reports_less_loss() {
     }
     assert_eq!(sent as u64, 2400 - trimmed);
 }
+
+#[test]
+fn a_peer_writing_loss_reports_cannot_make_the_send_announce_again_and_again() {
+    // One receiver on a 2,400-packet send, writing early loss reports as
+    // fast as it can, alternating 90% and no loss on the same packets:
+    // every one that moved the send's size would re-announce it. A
+    // receiver reports on twice the packets each time and never on more
+    // than were sent, so the server takes only such reports.
+    let mut s = one_item_server(20, 6);
+    let t = host_reports_20_percent(&mut s, Instant::ZERO, 1, 20);
+    let a = ask_from(&mut s, t, 1);
+    let (ann, _, _) = drain(&mut s, t);
+    let first = ann.first().expect("announced").clone();
+    let mut at = t;
+    for _ in 0..1000 {
+        at = at + Duration::from_millis(1);
+        drain(&mut s, at);
+    }
+    let report = |received, expected| ClientMsg::LossReport {
+        transmission: first.transmission,
+        item: ItemId(0),
+        received,
+        expected,
+    };
+    let bad = s.stats().bad_requests;
+    let mut again = 0;
+    for i in 0..200u32 {
+        let received = if i % 2 == 0 { 100 } else { 1000 };
+        s.handle_client_msg(at, a, report(received, 1000));
+        let (ann, _, _) = drain(&mut s, at);
+        again += ann.len();
+    }
+    // The first report resized the send (it was sized for 20%): one
+    // announcement. The other 199 were refused and counted.
+    assert_eq!(again, 1);
+    assert_eq!(s.stats().bad_requests - bad, 199);
+    // More packets than the send has put out (about 1,000): refused too.
+    s.handle_client_msg(at, a, report(2000, 100_000));
+    assert!(drain(&mut s, at).0.is_empty());
+    assert_eq!(s.stats().bad_requests - bad, 200);
+    // On twice the packets it is a receiver's next report, and taken: at
+    // 50% now, the blocks not yet begun shrink from the 90% it was grown to.
+    for _ in 0..1000 {
+        at = at + Duration::from_millis(1);
+        drain(&mut s, at);
+    }
+    let trimmed = s.stats().trimmed_packets;
+    s.handle_client_msg(at, a, report(1000, 2000));
+    assert_eq!(s.stats().bad_requests - bad, 200);
+    assert!(s.stats().trimmed_packets > trimmed, "{:?}", s.stats());
+    assert_eq!(drain(&mut s, at).0.len(), 1);
+}

@@ -116,7 +116,10 @@ impl Client {
         let long = l.total >= LOSS_REPORT_MIN_TOTAL || l.total == 0;
         if loss_reports && long {
             let seen = (l.last_seq.saturating_add(1)).saturating_sub(l.first_seq.unwrap_or(0));
-            if seen >= l.next_report {
+            // u32::MAX: no more reports on this one (a server's sequence
+            // numbers that run to the top of the range must not make every
+            // packet a report).
+            if l.next_report != u32::MAX && seen >= l.next_report {
                 l.next_report = seen.saturating_mul(2);
                 self.outbox.push_back(ClientMsg::LossReport {
                     transmission: l.id,

@@ -32,13 +32,37 @@ impl Server {
         received: u32,
         expected: u32,
     ) {
+        // The sends a report can resize: on air, or put aside by a repair.
+        let live = [self.current.as_ref(), self.suspended.as_ref()];
+        let live_ids = live.map(|t| t.map(|t| t.id));
+        // Packets the reported send has put out so far, if it is live.
+        let sent = (live.into_iter().flatten())
+            .find(|t| t.id == transmission)
+            .map(Transmission::sent);
         let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
         let known = c.requested.contains(&item) && !c.done.contains(&item);
-        if !known || expected == 0 || received > expected || transmission.0 >= self.next_tid {
+        // A receiver reports on twice the packets each time
+        // (`crate::client`), never on more than were sent. Any other report
+        // on a live send is not a receiver's: each one could resize the
+        // send and announce it again, as often as a peer cares to write.
+        c.live_reports.retain(|(t, _)| live_ids.contains(&Some(*t)));
+        let too_soon = (c.live_reports.iter())
+            .any(|&(t, e)| t == transmission && u64::from(expected) < 2 * u64::from(e));
+        if !known
+            || expected == 0
+            || received > expected
+            || transmission.0 >= self.next_tid
+            || too_soon
+            || sent.is_some_and(|s| expected > s)
+        {
             self.stats.bad_requests += 1;
             return;
+        }
+        if sent.is_some() {
+            c.live_reports.retain(|(t, _)| *t != transmission);
+            c.live_reports.push((transmission, expected));
         }
         c.early = Some((transmission, received, expected));
         self.resize_current(transmission);

@@ -107,6 +107,9 @@ struct ClientState {
     /// An early loss report on a transmission still on air (received,
     /// expected so far), counted until that transmission's own report.
     early: Option<(TransmissionId, u32, u32)>,
+    /// The packets its last early report on each live send (on air or put
+    /// aside) rested on: at most two entries (`early::on_loss_report`).
+    live_reports: Vec<(TransmissionId, u32)>,
     /// Blocks held of items about to be requested (a resuming client's
     /// `Have`): the item's hash they belong to and the bitmap.
     haves: FastMap<ItemId, ([u8; 32], Vec<u8>)>,
