@@ -342,7 +342,21 @@ impl ServerConfig {
         let burst = BURST_TIME.as_nanos().div_ceil(ns.max(1));
         self.burst = (burst.min(u32::MAX as u128) as u32).clamp(BURST_PACKETS.0, BURST_PACKETS.1);
         self.channels.rate_bps = rate_bps;
+        self.rate_set = Some((rate_bps, ipv6, self.packet_interval));
         Ok(())
+    }
+
+    /// Paces the rate [`ServerConfig::set_rate`] was given again, with the
+    /// symbol size and session key the config has now, unless the packet
+    /// interval was changed by hand since ([`ServerConfig::rate_set`]).
+    /// `Server::new` calls it.
+    pub fn repace(&mut self) -> Result<(), ServerError> {
+        match self.rate_set {
+            Some((rate, ipv6, interval)) if interval == self.packet_interval => {
+                self.set_rate(rate, ipv6)
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -455,6 +469,30 @@ mod tests {
         assert_eq!(c.burst, BURST_PACKETS.1);
         c.set_rate(10_000, false).expect("slow rate");
         assert_eq!(c.burst, BURST_PACKETS.0);
+    }
+
+    #[test]
+    fn a_rate_set_before_the_key_or_symbol_size_is_paced_for_them_when_the_server_is_built() {
+        let key = crate::auth::SessionKey::from_bytes([7; 32]);
+        let built = |c: ServerConfig| {
+            let s = crate::server::Server::new(c, vec![]).expect("server");
+            s.config().packet_interval
+        };
+        // The profile set 100 Mbit/s for untagged packets (1,479 bytes);
+        // the key comes after, as `serve` and the simulator give it.
+        let mut c = Profile::Lan.server();
+        c.session_key = Some(key.clone());
+        // 1,500 bytes per tagged packet at 100 Mbit/s: 120 us.
+        assert_eq!(built(c.clone()), Duration::from_micros(120));
+        // The symbol size set afterwards counts too: 1,000 + 80 bytes.
+        c.symbol_size = 1000;
+        assert_eq!(built(c.clone()), Duration::from_nanos(86_400));
+        // An interval set by hand stays as it is.
+        c.packet_interval = Duration::from_millis(1);
+        assert_eq!(built(c), Duration::from_millis(1));
+        let mut plain = Profile::Study.server();
+        plain.packet_interval = Duration::from_micros(500);
+        assert_eq!(built(plain), Duration::from_micros(500));
     }
 
     #[test]

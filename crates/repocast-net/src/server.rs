@@ -136,7 +136,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     cfg.seed = opts.seed;
     cfg.nak_window = opts.nak_window;
     cfg.report_timeout = opts.report_timeout;
-    // Tags on every packet: the key goes in before the rate (packets grow).
+    // Tags on every packet (the pacing counts them).
     cfg.session_key = Some(keys::session_key()?);
     cfg.encrypt = opts.encrypt;
     cfg.sign_symbols = opts.sign_symbols;

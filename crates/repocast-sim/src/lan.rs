@@ -178,10 +178,6 @@ impl VirtualLan {
             let mut key = || std::array::from_fn(|_| r.next_u64() as u8);
             cfg.session_key = Some(SessionKey::from_bytes(key()));
             identity = Some(Identity::from_seed(key()));
-            // As `serve` does: the key before the rate, since every packet
-            // now carries a tag and takes that much longer on the link.
-            let rate = cfg.channels.rate_bps;
-            cfg.set_rate(rate, false)?;
         }
         tweak(&mut cfg);
         let fec = FecParams {

@@ -36,6 +36,12 @@ pub struct ServerConfig {
     pub packet_interval: Duration,
     /// Packets that may go out back to back after an idle spell.
     pub burst: u32,
+    /// What [`ServerConfig::set_rate`] was last given (rate, IPv6) and the
+    /// packet interval it set. While that interval stands, the server
+    /// paces the rate again when it is built, so a field the interval
+    /// rests on that is set afterwards (the session key's tag, the symbol
+    /// size) still counts; an interval set by hand is left as it is.
+    pub rate_set: Option<(u64, bool, Duration)>,
     /// What an idle link's first transmission may send at once (at most
     /// `burst` packets' time): the driver's timer granularity. A driver
     /// whose timers fire about once a millisecond sends that much time's
@@ -100,8 +106,9 @@ pub struct ServerConfig {
     pub channels: crate::wire::control::Channels,
     /// The key that tags this session's data packets and announcements,
     /// handed to each client in `Welcome` (over the TLS connection).
-    /// `None` runs unauthenticated (the simulator's studies). Set it
-    /// before [`ServerConfig::set_rate`]: tags make packets longer.
+    /// `None` runs unauthenticated (the simulator's studies). Tags make
+    /// packets longer: a rate set before the key is paced again for it
+    /// when the server is built ([`ServerConfig::rate_set`]).
     pub session_key: Option<crate::auth::SessionKey>,
     /// Encrypt the symbol bytes of data packets under the session key
     /// (`serve --encrypt`; nothing without a session key), so that only
@@ -224,6 +231,7 @@ impl Default for ServerConfig {
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),
             channels: Default::default(),
+            rate_set: None,
             session_key: None,
             encrypt: false,
             sign_symbols: false,

@@ -230,7 +230,8 @@ pub struct Server {
 
 impl Server {
     /// A server over `items` (item ids are their indices).
-    pub fn new(cfg: ServerConfig, items: Vec<ItemInfo>) -> Result<Server, ServerError> {
+    pub fn new(mut cfg: ServerConfig, items: Vec<ItemInfo>) -> Result<Server, ServerError> {
+        cfg.repace()?;
         if cfg.symbol_size < crate::wire::manifest::MIN_SYMBOL_SIZE
             || cfg.symbol_size % 2 != 0
             || cfg.symbol_size as usize > crate::wire::data::MAX_SYMBOL_SIZE
