@@ -404,7 +404,8 @@ def median(xs):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--hosts", type=int, default=8)
-    ap.add_argument("--loss", default="0.05", help="one loss or a comma list cycled over hosts")
+    ap.add_argument("--loss", default="0.05",
+                    help="one loss or a comma list cycled over hosts; each P or ge:MEAN:BURST (bursts)")
     ap.add_argument("--rate", type=float, default=100.0, help="server link cap, Mbit/s")
     ap.add_argument("--burst", default="64kb",
                     help="the cap's tbf bucket (lab.sh --burst): what passes at once after an idle spell")

@@ -78,8 +78,8 @@ try:
     r = json.load(open(sys.argv[1]))
 except (OSError, ValueError):
     r = {}
-p = ${loss[$((c-1))]}; ideal = $bytes * 8 / ($rate_bps * (1 - p)); own = float(r.get("elapsed_s", 0))
-print(f"run $run listener c$c loss {p:.2f}: {own:.3f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.3f} s; "
+spec = '${loss[$((c-1))]}'; p = float(spec.split(':')[1] if spec.startswith('ge:') else spec); ideal = $bytes * 8 / ($rate_bps * (1 - p)); own = float(r.get("elapsed_s", 0))
+print(f"run $run listener c$c loss {spec}: {own:.3f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.3f} s; "
       f"{r.get('datagrams', '?')} datagrams; file identical: $ok; receive-buffer drops ${drops:-?} so far")
 PY
   done

@@ -70,8 +70,8 @@ for c in 1 2 3; do
   if [ "$rc" != 0 ] || ! diff -r "$WORK/repo" "$WORK/out$c" --exclude=.repocast >/dev/null; then ok=NO; fail=1; fi
   own=$(grep -oE 'verified \([0-9.]+ MiB\) in [0-9.]+ s' "$WORK/c$c.log" | grep -oE '[0-9.]+ s$' | tr -d ' s')
   python3 -c "
-t=$end-$start; p=${loss[$((c-1))]}; ideal=$bytes*8/($rate_bps*(1-p)); own=float('${own:-0}' or 0)
-print(f'client c$c loss {p:.2f}: {own:.2f} s (connect to last file verified), ratio {own/ideal:.2f}; with process start-up {t:.2f} s, ratio {t/ideal:.2f}; ideal {ideal:.2f} s; files identical: $ok')"
+t=$end-$start; spec='${loss[$((c-1))]}'; p=float(spec.split(':')[1] if spec.startswith('ge:') else spec); ideal=$bytes*8/($rate_bps*(1-p)); own=float('${own:-0}' or 0)
+print(f'client c$c loss {spec}: {own:.2f} s (connect to last file verified), ratio {own/ideal:.2f}; with process start-up {t:.2f} s, ratio {t/ideal:.2f}; ideal {ideal:.2f} s; files identical: $ok')"
 done
 tail -n 3 "$WORK/c3.log" | sed 's/^/  c3: /'
 exit $fail

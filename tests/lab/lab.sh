@@ -8,6 +8,9 @@
 # loss rate, drops with the given probability at a link's ingress (a tc
 # direct-action classifier; this kernel has no netem or gact). TCP and
 # unicast are never dropped.
+#   - loss is P (each packet independently) or ge:MEAN:BURST (bursts:
+#     Gilbert-Elliott, mean loss MEAN, mean burst BURST packets, the
+#     state kept per link; `get --emulate-loss` spells it the same);
 #   - a client's loss: on its own end of its cable (that client only);
 #   - the server's loss: on the bridge's end of the server's cable, before
 #     the bridge copies the packet (every client misses it);
@@ -23,7 +26,7 @@
 #     flight after 15 failed sends, 7.5 s: with ~1,000 connections on the
 #     link, most of nginx's died that way.)
 #
-#   tests/lab/lab.sh [--name N] up --clients 3 [--server-loss 0.02] [--client-loss 0.05,0.05,0.5] [--rate 100mbit [--burst 64kb]]
+#   tests/lab/lab.sh [--name N] up --clients 3 [--server-loss 0.02] [--client-loss 0.05,ge:0.05:8,0.5] [--rate 100mbit [--burst 64kb]]
 #   tests/lab/lab.sh [--name N] exec srv|c1|c2.. -- CMD ...
 #   tests/lab/lab.sh [--name N] set-loss c2 0.3
 #   tests/lab/lab.sh [--name N] status
@@ -46,21 +49,38 @@ here=$(cd "$(dirname "$0")" && pwd)
 ns() { echo "$name-$1"; }
 hosts() { ip netns list | awk '{print $1}' | grep "^$name-" | sed "s/^$name-//" | sort -V || true; }
 
-# Multicast loss `p` on packets arriving at `dev` (in netns `n`, or the
-# root namespace if empty): the classifier compiled for p, or none at 0.
+# Multicast loss `spec` on packets arriving at `dev` (in netns `n`, or the
+# root namespace if empty): the classifier compiled for it, or none at 0.
+# `spec` is P (each packet lost with probability P) or ge:MEAN:BURST
+# (Gilbert-Elliott bursts: mean loss MEAN, mean burst BURST packets; the
+# same model and spelling as `get --emulate-loss` and the simulator's).
 set_loss() {
-  local dev=$1 n=$2 p=$3
+  local dev=$1 n=$2 spec=$3
   local pre=()
   [ -n "$n" ] && pre=(ip netns exec "$n")
   "${pre[@]}" tc qdisc del dev "$dev" clsact 2>/dev/null || true
-  local q
-  q=$(awk -v p="$p" 'BEGIN { if (p < 0 || p > 1) exit 1; printf "%d", p * 16777216 + 0.5 }') \
-    || die "loss $p is not a probability"
-  if [ "$q" != 0 ]; then
+  local defs
+  defs=$(awk -v s="$spec" 'BEGIN {
+      num = "^([0-9]+[.]?[0-9]*|[.][0-9]+)$"
+      if (s ~ num) {
+        p = s + 0; if (p > 1) exit 1
+        if (p > 0) printf "-g0 -DLOSS_Q24=%d", p * 16777216 + 0.5
+        exit 0
+      }
+      n = split(s, f, ":")
+      if (n != 3 || f[1] != "ge" || f[2] !~ num || f[3] !~ num) exit 1
+      p = f[2] + 0; b = f[3] + 0
+      if (p >= 1 || b < 1) exit 1
+      if (p == 0) exit 0
+      bg = 1 / b; gb = p * bg / (1 - p); if (gb > 1) gb = 1
+      printf "-g -DGB_Q24=%d -DBG_Q24=%d", gb * 16777216 + 0.5, bg * 16777216 + 0.5 }') \
+    || die "loss $spec is neither P (a probability) nor ge:MEAN:BURST (MEAN below 1, BURST at least 1 packet)"
+  if [ -n "$defs" ]; then
     command -v clang >/dev/null || die "clang not found: apt-get install -y clang"
     local obj
     obj=$(mktemp --suffix=.o)
-    clang -O2 -g0 -target bpf -I"/usr/include/$(uname -m)-linux-gnu" -DLOSS_Q24="$q" \
+    # shellcheck disable=SC2086 # $defs is a list of flags
+    clang -O2 $defs -target bpf -I"/usr/include/$(uname -m)-linux-gnu" \
       -c "$here/mloss.bpf.c" -o "$obj" || die "cannot compile mloss.bpf.c"
     "${pre[@]}" tc qdisc add dev "$dev" clsact
     "${pre[@]}" tc filter add dev "$dev" ingress prio 1 bpf da obj "$obj" sec classifier || { rm -f "$obj"; die "cannot attach the loss filter"; }

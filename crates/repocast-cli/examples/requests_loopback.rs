@@ -84,12 +84,7 @@ async fn main() {
         let mut g = GetOptions::new(srv.request_addr, work.path().join(format!("r{k}")), items);
         g.interface = lo.clone();
         g.trust = repocast_net::tls::Trust::Key(srv.key);
-        g.loss = LossSpec::Bernoulli {
-            p: losses
-                .get(r.host % losses.len().max(1))
-                .copied()
-                .unwrap_or(0.0),
-        };
+        g.loss = (losses.get(r.host % losses.len().max(1)).copied()).unwrap_or(LossSpec::NONE);
         g.seed = seed * 1000 + k as u64;
         g.idle_timeout = Duration::from_secs(120);
         let at = t0 + Duration::from_secs_f64(r.at_s);
@@ -119,7 +114,8 @@ async fn main() {
     let (mean, med, p95, max) = summary(&delays);
     let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
     println!(
-        "seed {seed}, {hosts} hosts, loss {losses:?}, {rate_mbps} Mbit/s, loopback: {} requests, {:.0} MiB requested",
+        "seed {seed}, {hosts} hosts, loss {}, {rate_mbps} Mbit/s, loopback: {} requests, {:.0} MiB requested",
+        repocast_sim::requests::loss_list(&losses),
         w.requests.len(),
         w.requested_bytes() as f64 / 1048576.0
     );

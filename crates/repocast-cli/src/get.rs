@@ -138,22 +138,10 @@ pub struct LsArgs {
     pub trust: TrustArgs,
 }
 
-/// Parses `--emulate-loss`.
+/// Parses `--emulate-loss` (`LossSpec`'s one spelling).
 pub fn parse_loss(s: &str) -> Result<LossSpec, String> {
-    let bad = || format!("bad loss {s:?}: give a probability (0.2) or ge:MEAN:BURST (ge:0.1:8)");
-    if let Some(rest) = s.strip_prefix("ge:") {
-        let (m, b) = rest.split_once(':').ok_or_else(bad)?;
-        let (m, b): (f64, f64) = (m.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
-        if !(0.0..1.0).contains(&m) || b.is_nan() || b < 1.0 {
-            return Err(bad());
-        }
-        return Ok(LossSpec::bursty(m, b));
-    }
-    let p: f64 = s.parse().map_err(|_| bad())?;
-    if !(0.0..=1.0).contains(&p) {
-        return Err(bad());
-    }
-    Ok(LossSpec::Bernoulli { p })
+    s.parse()
+        .map_err(|e: repocast_core::loss::BadLoss| e.to_string())
 }
 
 fn options(a: &GetArgs) -> Result<GetOptions, String> {

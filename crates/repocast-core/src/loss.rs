@@ -59,6 +59,69 @@ impl LossSpec {
     }
 }
 
+/// A loss given as text that is neither a probability nor `ge:MEAN:BURST`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad loss {0:?}: give a probability (0.2) or ge:MEAN:BURST (ge:0.1:8)")]
+pub struct BadLoss(pub String);
+
+/// The one spelling of a loss model everywhere it is given as text (`get
+/// --emulate-loss`, the simulator's examples, the lab's `--client-loss`):
+/// a probability `P` in [0, 1] (Bernoulli), or `ge:MEAN:BURST` for
+/// [`LossSpec::bursty`] with MEAN in [0, 1) and BURST at least 1 packet.
+impl std::str::FromStr for LossSpec {
+    type Err = BadLoss;
+
+    fn from_str(s: &str) -> Result<Self, BadLoss> {
+        let bad = || BadLoss(s.to_string());
+        let s = s.trim();
+        if let Some(rest) = s.strip_prefix("ge:") {
+            let (m, b) = rest.split_once(':').ok_or_else(bad)?;
+            let m: f64 = m.parse().map_err(|_| bad())?;
+            let b: f64 = b.parse().map_err(|_| bad())?;
+            if !(0.0..1.0).contains(&m) || b.is_nan() || b < 1.0 {
+                return Err(bad());
+            }
+            return Ok(LossSpec::bursty(m, b));
+        }
+        let p: f64 = s.parse().map_err(|_| bad())?;
+        if !(0.0..=1.0).contains(&p) {
+            return Err(bad());
+        }
+        Ok(LossSpec::Bernoulli { p })
+    }
+}
+
+/// Writes a loss in the spelling [`LossSpec`]'s `FromStr` reads, where it
+/// has one (a Bernoulli loss, a [`LossSpec::bursty`] model); any other
+/// Gilbert-Elliott model as its four parameters.
+impl std::fmt::Display for LossSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            LossSpec::Bernoulli { p } => write!(f, "{p}"),
+            LossSpec::GilbertElliott {
+                p_bg,
+                loss_good,
+                loss_bad,
+                ..
+            } if loss_good == 0.0 && loss_bad == 1.0 && p_bg > 0.0 => {
+                // Rounded to 9 places: the parameters' division and back
+                // leaves noise in the last bits.
+                let round = |x: f64| (x * 1e9).round() / 1e9;
+                write!(f, "ge:{}:{}", round(self.mean_loss()), round(1.0 / p_bg))
+            }
+            LossSpec::GilbertElliott {
+                p_gb,
+                p_bg,
+                loss_good,
+                loss_bad,
+            } => write!(
+                f,
+                "ge(p_gb {p_gb}, p_bg {p_bg}, good {loss_good}, bad {loss_bad})"
+            ),
+        }
+    }
+}
+
 /// A running loss model with its own RNG stream.
 #[derive(Debug, Clone)]
 pub struct LossModel {
@@ -175,5 +238,28 @@ mod tests {
         }
         let mean_burst = lost as f64 / runs as f64;
         assert!(mean_burst > 6.0 && mean_burst < 10.0, "{mean_burst}");
+    }
+
+    #[test]
+    fn a_loss_is_a_probability_or_a_burst_model_and_nothing_else() {
+        assert_eq!("0.2".parse(), Ok(LossSpec::Bernoulli { p: 0.2 }));
+        assert_eq!("ge:0.1:8".parse(), Ok(LossSpec::bursty(0.1, 8.0)));
+        for bad in [
+            "",
+            "1.5",
+            "-0.1",
+            "nan",
+            "ge:0.1",
+            "ge:1:8",
+            "ge:0.1:0.5",
+            "ge:x:8",
+            "0.05/8",
+        ] {
+            assert!(bad.parse::<LossSpec>().is_err(), "{bad:?}");
+        }
+        for text in ["0.05", "0", "ge:0.05:8"] {
+            let spec: LossSpec = text.parse().expect("a loss");
+            assert_eq!(spec.to_string(), text);
+        }
     }
 }

@@ -10,7 +10,8 @@
 //!
 //!     cargo run --release -p repocast-sim --example netlab_single -- [SEED] [LOSSES]
 //!
-//! LOSSES: a comma list, one receiver each [0.05,0.05,0.5, as the test].
+//! LOSSES: a comma list, one receiver each [0.05,0.05,0.5, as the test];
+//! each a probability or `ge:MEAN:BURST` (bursts, as the lab's links take).
 
 use repocast_core::Instant;
 use repocast_core::endpoint::client::Want;
@@ -32,13 +33,15 @@ fn main() -> ExitCode {
         Some(Ok(s)) => s,
         Some(Err(e)) => return fail(&format!("SEED: {e}")),
     };
-    let losses: Result<Vec<f64>, _> = match args.get(1) {
-        None => Ok(vec![0.05, 0.05, 0.5]),
-        Some(s) => s.split(',').map(|x| x.trim().parse::<f64>()).collect(),
+    let losses: Result<Vec<LossSpec>, _> = match args.get(1) {
+        None => Ok([0.05, 0.05, 0.5]
+            .map(|p| LossSpec::Bernoulli { p })
+            .to_vec()),
+        Some(s) => s.split(',').map(str::parse).collect(),
     };
     let losses = match losses {
-        Ok(l) if !l.is_empty() && l.iter().all(|p| (0.0..1.0).contains(p)) => l,
-        _ => return fail("LOSSES: a comma list of losses in [0, 1)"),
+        Ok(l) if !l.is_empty() && l.iter().all(|p| p.mean_loss() < 1.0) => l,
+        _ => return fail("LOSSES: a comma list of losses below 1 (P or ge:MEAN:BURST)"),
     };
     let mut r = Rng::new(seed);
     let mut bytes = |n: usize| (0..n).map(|_| r.next_u64() as u8).collect::<Vec<u8>>();
@@ -52,10 +55,10 @@ fn main() -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(&format!("server: {e}")),
     };
-    for (i, &p) in losses.iter().enumerate() {
+    for (i, &loss) in losses.iter().enumerate() {
         lan.add_client(LanClient {
             want: Want::All,
-            loss: LossSpec::Bernoulli { p },
+            loss,
             // Started together, a few microseconds apart.
             join_at: Instant::from_micros(i as u64 * 10),
             crash_at: None,
@@ -65,15 +68,16 @@ fn main() -> ExitCode {
     if !lan.run(Instant::from_micros(600_000_000)) {
         return fail("unfinished after 600 simulated seconds");
     }
-    println!("seed {seed}, {total} bytes, losses {losses:?}");
-    for (i, (rep, p)) in lan.reports().iter().zip(&losses).enumerate() {
+    let names: Vec<String> = losses.iter().map(LossSpec::to_string).collect();
+    println!("seed {seed}, {total} bytes, losses {}", names.join(","));
+    for (i, (rep, loss)) in lan.reports().iter().zip(&losses).enumerate() {
         let Some(d) = rep.delay else {
-            println!("c{} loss {p:.2}: failed: {:?}", i + 1, rep.outcomes);
+            println!("c{} loss {loss}: failed: {:?}", i + 1, rep.outcomes);
             continue;
         };
-        let ideal = total as f64 * 8.0 / (RATE_BPS * (1.0 - p));
+        let ideal = total as f64 * 8.0 / (RATE_BPS * (1.0 - loss.mean_loss()));
         let d = d.as_secs_f64();
-        println!("c{} loss {p:.2}: {d:.3} s, ratio {:.3}", i + 1, d / ideal);
+        println!("c{} loss {loss}: {d:.3} s, ratio {:.3}", i + 1, d / ideal);
     }
     let st = lan.server().server().stats();
     println!(

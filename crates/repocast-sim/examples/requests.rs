@@ -8,7 +8,8 @@
 //!
 //!     cargo run --release -p repocast-sim --example requests -- [SEED] [LOSS] [HOSTS] [RATE_MBPS] [DURATION_S] [KEY=VALUE...]
 //!
-//! LOSS is one loss for every host or a comma list cycled over the hosts.
+//! LOSS is one loss for every host or a comma list cycled over the hosts;
+//! each a probability or `ge:MEAN:BURST` (bursts, as the lab's links).
 //! KEY=VALUE: `gap=` mean seconds between a host's requests, `files=`,
 //! `sizes=LO-HI` (bytes), `zipf=` (0: uniform), `per-request=LO-HI`;
 //! and of the server, `hold=MS`: the batching hold's cap (`serve
@@ -37,7 +38,7 @@ use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use repocast_sim::lan::{LanClient, VirtualLan};
 use repocast_sim::requests::{
-    RequestWorkload, fluid_multicast_run, fluid_unicast, from_args, summary,
+    RequestWorkload, fluid_multicast_run, fluid_unicast, from_args, loss_list, mean_loss, summary,
 };
 
 fn main() {
@@ -94,12 +95,13 @@ fn main() {
         eprintln!("cannot build the server");
         return;
     };
-    let loss_of = |h: usize| losses.get(h % losses.len().max(1)).copied().unwrap_or(0.0);
+    let loss_of =
+        |h: usize| (losses.get(h % losses.len().max(1)).copied()).unwrap_or(LossSpec::NONE);
     let shared = !args.iter().any(|a| a == "shared=0");
     for r in &w.requests {
         lan.add_client(LanClient {
             want: Want::Items(r.files.iter().map(|&f| files[f].0.clone()).collect()),
-            loss: LossSpec::Bernoulli { p: loss_of(r.host) },
+            loss: loss_of(r.host),
             join_at: Instant::from_micros((r.at_s * 1e6) as u64),
             crash_at: None,
             host: shared.then_some(r.host),
@@ -137,15 +139,15 @@ fn main() {
     let (packet, t) = lan_packet();
     let wire = st.data_packets as f64 * packet;
     let requested = w.requested_bytes() as f64;
-    let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
-    let fluid = fluid_multicast_run(&w, rate as f64 * t / packet, 1.0 - mean_loss);
+    let fluid = fluid_multicast_run(&w, rate as f64 * t / packet, 1.0 - mean_loss(&losses));
     let fm = summary(&fluid.delays);
     let fu = summary(&fluid_unicast(&w, rate as f64 * t / packet));
     let (mean, med, p95, max) = summary(&delays);
     let busy = st.data_packets as f64 * packet * 8.0 / rate as f64;
     let last = w.requests.last().map_or(0.0, |r| r.at_s);
     println!(
-        "seed {seed}, {hosts} hosts, loss {losses:?}, {rate_mbps} Mbit/s: {} requests, {} item-requests, {:.0} MiB requested, {:.0} MiB distinct",
+        "seed {seed}, {hosts} hosts, loss {}, {rate_mbps} Mbit/s: {} requests, {} item-requests, {:.0} MiB requested, {:.0} MiB distinct",
+        loss_list(&losses),
         w.requests.len(),
         w.item_requests(),
         requested / 1048576.0,
@@ -193,7 +195,7 @@ fn main() {
 }
 
 /// The workload and its fluid references, tab-separated.
-fn print_plan(w: &RequestWorkload, losses: &[f64], rate_mbps: f64) {
+fn print_plan(w: &RequestWorkload, losses: &[LossSpec], rate_mbps: f64) {
     for (i, s) in w.sizes.iter().enumerate() {
         println!("file\t{i}\t{s}");
     }
@@ -208,8 +210,7 @@ fn print_plan(w: &RequestWorkload, losses: &[f64], rate_mbps: f64) {
     }
     let (packet, t) = lan_packet();
     let payload = rate_mbps * 1e6 * t / packet;
-    let mean_loss = losses.iter().sum::<f64>() / losses.len().max(1) as f64;
-    let fluid = fluid_multicast_run(w, payload, 1.0 - mean_loss);
+    let fluid = fluid_multicast_run(w, payload, 1.0 - mean_loss(losses));
     let (m, med, p95, max) = summary(&fluid.delays);
     println!("fluid\tmulticast\t{m:.3}\t{med:.3}\t{p95:.3}\t{max:.3}");
     // Server-link bytes over requested bytes, headers included as the

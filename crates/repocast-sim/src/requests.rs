@@ -7,6 +7,7 @@
 //! One seed gives one workload, for the network benchmark, the simulator's
 //! replay and the virtual-LAN replay alike.
 
+use repocast_core::loss::LossSpec;
 use repocast_core::rng::Rng;
 
 /// What to generate.
@@ -256,10 +257,24 @@ pub fn fluid_unicast(w: &RequestWorkload, rate_bps: f64) -> Vec<f64> {
     done
 }
 
+/// The hosts' losses as the command line gives them (`0.05,ge:0.05:8`).
+pub fn loss_list(losses: &[LossSpec]) -> String {
+    (losses.iter().map(LossSpec::to_string))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The hosts' mean loss (for the fluid references, which treat every
+/// host alike).
+pub fn mean_loss(losses: &[LossSpec]) -> f64 {
+    losses.iter().map(LossSpec::mean_loss).sum::<f64>() / losses.len().max(1) as f64
+}
+
 /// The examples' command line: `[SEED] [LOSS[,LOSS..]] [HOSTS] [RATE_MBPS]
 /// [DURATION_S]`, defaults 1, 0.05, 8, 100, 30: the workload, the loss per
-/// host (cycled over the hosts) and the rate.
-pub fn from_args(args: &[String]) -> (WorkloadParams, Vec<f64>, f64) {
+/// host (cycled over the hosts; a probability or `ge:MEAN:BURST`, as
+/// [`LossSpec`] reads it) and the rate.
+pub fn from_args(args: &[String]) -> (WorkloadParams, Vec<LossSpec>, f64) {
     // Positional first; then KEY=VALUE settings of the rest of the shape.
     let pos: Vec<&str> = (args.iter().map(String::as_str))
         .filter(|a| !a.contains('='))
@@ -324,14 +339,17 @@ mod tests {
 
     #[test]
     fn settings_after_the_positional_arguments_shape_the_workload() {
-        let args: Vec<String> = ["2", "0.01,0.2", "4", "50", "10", "gap=0.5", "files=9"]
+        let args: Vec<String> = ["2", "0.01,ge:0.2:4", "4", "50", "10", "gap=0.5", "files=9"]
             .iter()
             .chain(&["sizes=1000-2000", "zipf=0", "per-request=2-12"])
             .map(|s| s.to_string())
             .collect();
         let (p, losses, rate) = from_args(&args);
         assert_eq!((p.seed, p.hosts, p.duration_s, rate), (2, 4, 10.0, 50.0));
-        assert_eq!(losses, vec![0.01, 0.2]);
+        assert_eq!(
+            losses,
+            vec![LossSpec::Bernoulli { p: 0.01 }, LossSpec::bursty(0.2, 4.0)]
+        );
         assert_eq!((p.mean_gap_s, p.files, p.zipf_s), (0.5, 9, 0.0));
         assert_eq!(p.size_range, (1000, 2000));
         assert_eq!(
