@@ -135,6 +135,7 @@ impl Profile {
                     nak_spread_listeners: Some(NAK_SPREAD_LISTENERS),
                     start_credit: START_CREDIT,
                     loss_tiers: true,
+                    hasten: true,
                     size_ties: true,
                     preempt: true,
                     repair_share: Some(REPAIR_SHARE),

@@ -209,7 +209,10 @@ fn first_send_with_loss(loss_reports: bool) -> (ServerStatsView, Vec<u32>, Optio
                 reports.push(*expected);
             }
             if let ClientMsg::Nak(k) = &m {
-                if k.transmission == TransmissionId(1) && nak.is_none() {
+                // Its report at the end (a NAK while the send is on air,
+                // on the packets heard so far, is a short-block hint).
+                let end = lengths.last().is_some_and(|&l| k.expected >= l);
+                if k.transmission == TransmissionId(1) && nak.is_none() && end {
                     nak = Some(NakSeen {
                         expected: k.expected,
                         blocks: k.needs.iter().filter(|b| b.count > 0).count(),

@@ -4,9 +4,10 @@
 //! reported, and a peer whose stream of reports cannot have the send
 //! announced again and again.
 
+use repocast_core::client::max_hints;
 use repocast_core::server::{IdleFec, ItemInfo, Server, ServerConfig};
-use repocast_core::wire::{ClientMsg, ItemSel};
-use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::wire::{BlockNeed, ClientMsg, ItemSel, NakRepr};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 mod common;
@@ -27,6 +28,7 @@ fn one_item_server(blocks: u64, window_ms: u64) -> Server {
             backlog: Duration::from_millis(5),
         }),
         payloads: false,
+        hasten: true,
         ..ServerConfig::default()
     };
     let item = ItemInfo {
@@ -204,4 +206,49 @@ fn a_peer_writing_loss_reports_cannot_make_the_send_announce_again_and_again() {
     assert_eq!(s.stats().bad_requests - bad, 200);
     assert!(s.stats().trimmed_packets > trimmed, "{:?}", s.stats());
     assert_eq!(drain(&mut s, at).0.len(), 1);
+}
+
+/// Short-block hints (NAKs on the send on air, `server::early`) only
+/// reorder what the send carries: a peer writing them as fast as it can
+/// adds no packet and no announcement, and past twice what a receiver
+/// sends on one send (`client::max_hints`) they are refused and counted.
+#[test]
+fn a_peer_writing_short_block_hints_adds_no_packet_and_is_bounded() {
+    let run = |flood: bool| {
+        let mut s = one_item_server(20, 6);
+        let a = ask_from(&mut s, Instant::ZERO, 1);
+        let (ann, _, _) = drain(&mut s, Instant::ZERO);
+        let first = ann.first().expect("announced").clone();
+        let mut sent = ids_sent(&mut s, Instant::ZERO, 500, 0).len();
+        let at = Instant::ZERO + Duration::from_millis(500);
+        let bad = s.stats().bad_requests;
+        if flood {
+            for i in 0..1000u32 {
+                let hint = ClientMsg::Nak(NakRepr {
+                    transmission: first.transmission,
+                    item: ItemId(0),
+                    received: 400,
+                    expected: 500,
+                    needs: vec![BlockNeed {
+                        block: BlockId(i % 20),
+                        count: 50,
+                        missing: vec![],
+                    }],
+                });
+                s.handle_client_msg(at, a, hint);
+                let (ann, _, data) = drain(&mut s, at);
+                assert!(ann.is_empty(), "a hint announced");
+                sent += data as usize;
+            }
+        }
+        let refused = s.stats().bad_requests - bad;
+        sent += ids_sent(&mut s, at, 60_000, 0).len();
+        (sent, refused, s.stats().early_naks)
+    };
+    let (plain, none, _) = run(false);
+    let (flooded, refused, early) = run(true);
+    assert_eq!(none, 0);
+    assert_eq!(flooded, plain, "hints changed what was sent");
+    assert_eq!(early, 1000);
+    assert_eq!(refused, 1000 - u64::from(2 * max_hints(20)));
 }

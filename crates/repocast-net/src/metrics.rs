@@ -126,8 +126,14 @@ pub fn prometheus(s: &Snapshot) -> String {
     counter(
         &mut o,
         "early_naks_total",
-        "NAKs for a transmission still on air or interrupted, left for the report at its end.",
+        "NAKs for a transmission still on air or interrupted (short-block hints among them).",
         t.early_naks,
+    );
+    counter(
+        &mut o,
+        "hastened_symbols_total",
+        "Symbols a send moved forward on short-block hints (same packets, sent sooner).",
+        t.hastened,
     );
     counter(
         &mut o,

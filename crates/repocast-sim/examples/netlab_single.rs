@@ -65,6 +65,9 @@ fn main() -> ExitCode {
             host: None,
         });
     }
+    if std::env::var_os("EVENTS").is_some() {
+        lan.server_events = Some(Vec::new());
+    }
     if !lan.run(Instant::from_micros(600_000_000)) {
         return fail("unfinished after 600 simulated seconds");
     }
@@ -79,14 +82,19 @@ fn main() -> ExitCode {
         let d = d.as_secs_f64();
         println!("c{} loss {loss}: {d:.3} s, ratio {:.3}", i + 1, d / ideal);
     }
+    for (t, e) in lan.server_events.iter().flatten() {
+        eprintln!("event {:.4} {e:?}", t.as_micros() as f64 / 1e6);
+    }
     let st = lan.server().server().stats();
     println!(
-        "server: {} data packets ({} repair), {} grown and {} trimmed on early reports, {} NAKs, {} transmissions",
+        "server: {} data packets ({} repair), {} grown and {} trimmed on early reports, {} NAKs, {} symbols sooner on {} hints, {} transmissions",
         st.data_packets,
         st.repair_packets,
         st.grown_packets,
         st.trimmed_packets,
         st.naks,
+        st.hastened,
+        st.early_naks,
         st.transmissions
     );
     ExitCode::SUCCESS

@@ -80,6 +80,7 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         useful: a.useful + b.useful,
         useless: a.useless + b.useless,
         naks: a.naks + b.naks,
+        hints: a.hints + b.hints,
         corrupt_blocks: a.corrupt_blocks + b.corrupt_blocks,
         reopened: a.reopened + b.reopened,
     }

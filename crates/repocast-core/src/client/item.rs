@@ -44,6 +44,11 @@ pub struct Listening {
     /// many each time, so a long send is reported on a few times, each
     /// on twice the packets, and at most 22 times in all.
     pub next_report: u32,
+    /// The block of the packets heard last, and how many in a row.
+    pub run: (u32, u32),
+    /// Short-block hints sent on it (at most [`super::max_hints`]) and
+    /// the blocks they were for.
+    pub hinted: (u32, Vec<u32>),
 }
 
 impl Listening {
@@ -136,31 +141,35 @@ impl ItemRx {
 
     /// Per-block needs for a NAK.
     pub fn needs(&self) -> Vec<BlockNeed> {
+        let blocks = self.layout.map_or(0, |l| l.blocks());
+        (0..blocks).filter_map(|b| self.block_need(b)).collect()
+    }
+
+    /// What block `b` still needs, if it is not decoded.
+    pub fn block_need(&self, b: u32) -> Option<BlockNeed> {
         let (Some(layout), Some(m)) = (self.layout, self.manifest.as_ref()) else {
-            return Vec::new();
+            return None;
         };
+        if self.decoded.get(b as usize).is_none_or(|d| *d) {
+            return None;
+        }
         let lists = m.fec.code.naks_list_ids();
-        (0..layout.blocks())
-            .filter(|&b| !self.decoded[b as usize])
-            .map(|b| {
-                let k = layout.block_symbols(b);
-                let (count, missing) = match &self.decoders[b as usize] {
-                    Some(d) => (d.needed(), if lists { d.missing() } else { Vec::new() }),
-                    None => {
-                        let held = self.evicted.get(&b).copied().unwrap_or(0);
-                        (
-                            k.saturating_sub(held),
-                            if lists { (0..k).collect() } else { Vec::new() },
-                        )
-                    }
-                };
-                BlockNeed {
-                    block: BlockId(b),
-                    count,
-                    missing,
-                }
-            })
-            .collect()
+        let k = layout.block_symbols(b);
+        let (count, missing) = match self.decoders.get(b as usize)? {
+            Some(d) => (d.needed(), if lists { d.missing() } else { Vec::new() }),
+            None => {
+                let held = self.evicted.get(&b).copied().unwrap_or(0);
+                (
+                    k.saturating_sub(held),
+                    if lists { (0..k).collect() } else { Vec::new() },
+                )
+            }
+        };
+        Some(BlockNeed {
+            block: BlockId(b),
+            count,
+            missing,
+        })
     }
 }
 
@@ -182,6 +191,8 @@ mod tests {
             ended: true,
             reopen_left: None,
             next_report: crate::client::LOSS_REPORT_AFTER,
+            run: (0, 0),
+            hinted: (0, Vec::new()),
         };
         assert_eq!(l.expected(), 2);
     }

@@ -108,6 +108,8 @@ pub struct ClientStats {
     pub useless: u64,
     /// NAKs sent.
     pub naks: u64,
+    /// Short-block hints sent (NAKs on a send still on air).
+    pub hints: u64,
     /// Blocks whose decoded bytes failed their hash.
     pub corrupt_blocks: u64,
     /// Transmissions taken back up after they seemed to end (another
@@ -158,6 +160,17 @@ pub const LOSS_REPORT_AFTER: u32 = 1024;
 /// Shortest transmission worth an early loss report (most of it must
 /// still be ahead when the report arrives).
 pub const LOSS_REPORT_MIN_TOTAL: u32 = 4 * LOSS_REPORT_AFTER;
+/// Packets of one block in a row after which a send moving on to another
+/// block has left it (sent block after block, not interleaved).
+pub const HINT_RUN: u32 = 16;
+/// Most short-block hints a receiver sends on one transmission of an
+/// item of `blocks` blocks: about one per block (with loss in bursts most
+/// blocks can end a tier short), never more than 256.
+pub fn max_hints(blocks: u32) -> u32 {
+    blocks.saturating_add(16).min(256)
+}
+/// Most blocks one short-block hint names.
+pub const HINT_BLOCKS: usize = 4;
 
 impl Client {
     /// A client that has not yet requested anything.
@@ -558,6 +571,8 @@ impl Client {
             ended: false,
             reopen_left: None,
             next_report: LOSS_REPORT_AFTER,
+            run: (0, 0),
+            hinted: (0, Vec::new()),
         });
     }
 

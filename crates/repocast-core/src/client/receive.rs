@@ -1,9 +1,13 @@
 //! The client's data path: each data packet through its block decoder,
 //! ARM probes, verified blocks, and early data replayed after a manifest.
 use super::item::ItemPhase;
+use super::item::ItemRx;
 use super::spill;
-use super::{Client, ClientEvent, ClientMsg, EARLY_PACKETS, LOSS_REPORT_MIN_TOTAL};
-use crate::wire::{AnnounceKind, AnnounceRepr, DataRepr};
+use super::{
+    Client, ClientEvent, ClientMsg, EARLY_PACKETS, HINT_BLOCKS, HINT_RUN, LOSS_REPORT_MIN_TOTAL,
+    max_hints,
+};
+use crate::wire::{AnnounceKind, AnnounceRepr, BlockNeed, DataRepr, NakRepr};
 use crate::{Instant, ItemId};
 use std::collections::VecDeque;
 
@@ -130,6 +134,10 @@ impl Client {
             }
         }
         let b = p.block.0;
+        if let Some(nak) = short_block_hint(it, p.item, b, loss_reports && long) {
+            self.stats.hints += 1;
+            self.outbox.push_back(ClientMsg::Nak(nak));
+        }
         if it.decoded.get(b as usize).is_none_or(|d| *d) {
             return false;
         }
@@ -219,4 +227,45 @@ impl Client {
             self.assembled(item);
         }
     }
+}
+
+/// Follows the block a send is on (`b`, of the packet just heard). When a
+/// send sent block after block has left a block short (or a block an
+/// earlier hint was for: what it brought may have been lost too), returns
+/// the short-block hint to send while `enabled`: a NAK on the send still
+/// on air, naming that block and any earlier-hinted block still short, at
+/// most [`HINT_BLOCKS`]. If the send still carries more of them (a loss
+/// tier's tail for lossier receivers), the server sends those sooner
+/// (`server::early`). At most [`max_hints`] per send.
+fn short_block_hint(it: &mut ItemRx, item: ItemId, b: u32, enabled: bool) -> Option<NakRepr> {
+    let l = it.listening.as_mut()?;
+    if l.run.0 == b {
+        l.run.1 = l.run.1.saturating_add(1);
+        return None;
+    }
+    let (left, run) = std::mem::replace(&mut l.run, (b, 1));
+    let moved_on = run >= HINT_RUN || l.hinted.1.contains(&left);
+    let blocks = it.layout.map_or(0, |l| l.blocks());
+    if !enabled || !moved_on || l.hinted.0 >= max_hints(blocks) {
+        return None;
+    }
+    let earlier = l.hinted.1.iter().copied().filter(|&h| h != left);
+    let blocks: Vec<u32> = std::iter::once(left).chain(earlier).collect();
+    let needs: Vec<BlockNeed> = (blocks.into_iter())
+        .filter_map(|x| it.block_need(x).filter(|n| n.count > 0))
+        .take(HINT_BLOCKS)
+        .collect();
+    let first = needs.first()?.block.0;
+    let l = it.listening.as_mut()?;
+    l.hinted.0 += 1;
+    if !l.hinted.1.contains(&first) {
+        l.hinted.1.push(first);
+    }
+    Some(NakRepr {
+        transmission: l.id,
+        item,
+        received: l.received,
+        expected: l.expected(),
+        needs,
+    })
 }

@@ -67,6 +67,14 @@ pub struct ServerConfig {
     /// first, then the rest for the lossiest ([`crate::policy::tiers`]).
     /// Off: block after block (the study's setting).
     pub loss_tiers: bool,
+    /// Request mode: symbols a receiver lacks go sooner in the send on
+    /// air, the same symbols in another order ([`Transmission::hasten`]):
+    /// a repair sends its smaller needs first, and a send takes a
+    /// receiver's short-block hint (`server::early`). Off: every plan goes
+    /// block after block (the study's setting).
+    ///
+    /// [`Transmission::hasten`]: super::transmission::Transmission::hasten
+    pub hasten: bool,
     /// Request mode: a short repair, or a short send of the scheduler's
     /// next item, may interrupt a long scheduled send (which then resumes
     /// where it stopped) when that saves its receivers more waiting than
@@ -242,6 +250,7 @@ impl Default for ServerConfig {
             push_span_bytes: PUSH_SPAN_BYTES,
             push_spool_bytes: 0,
             loss_tiers: false,
+            hasten: false,
             size_ties: false,
             preempt: false,
             repair_share: None,
@@ -408,8 +417,10 @@ pub struct ServerStats {
     /// Repairs that interrupted a scheduled send.
     pub preemptions: u64,
     /// NAKs for a transmission still on air or interrupted, left for the
-    /// report at its end.
+    /// report at its end (short-block hints among them).
     pub early_naks: u64,
+    /// Symbols sent sooner on short-block hints (`server::early`).
+    pub hastened: u64,
 }
 
 /// What the server knows about one client.

@@ -16,12 +16,33 @@
 //! Receivers send these only when their driver turns them on (`repocast
 //! get` does; the simulator's receivers report only at the end, as in the
 //! study).
+//!
+//! Short-block hints (a NAK on a send still on air): a send sent block
+//! after block has left a block short for a receiver. If the send still
+//! carries more of that block (a loss tier's tail for lossier receivers,
+//! or symbols a coalesced NAK appended), and the receiver is not one the
+//! tail is for, up to what it lacks of them moves to right after the
+//! segment on air
+//! ([`Transmission::hasten`]): the same packets, sooner, so the receiver
+//! need not wait out the tail. Nothing is added, so a hint costs no
+//! bandwidth; a client gets at most [`max_hints`] per send, on at most
+//! [`HINT_BLOCKS`] blocks each.
 
 use super::transmission::Transmission;
 use super::{Server, Transmit};
 use crate::policy::FecPolicy;
 use crate::wire::AnnounceKind;
+use crate::wire::NakRepr;
 use crate::{ClientId, ItemId, TransmissionId};
+
+/// Most short-block hints a client's NAKs give one send of an item of
+/// `blocks` blocks: twice what a receiver sends
+/// ([`crate::client::max_hints`]).
+pub fn max_hints(blocks: u32) -> u32 {
+    crate::client::max_hints(blocks).saturating_mul(2)
+}
+/// Most blocks one hint moves (what a receiver names).
+pub const HINT_BLOCKS: usize = crate::client::HINT_BLOCKS;
 
 impl Server {
     pub(super) fn on_loss_report(
@@ -163,7 +184,52 @@ impl Server {
         }
         if let Some(g) = t.growth.as_mut() {
             g.max_loss = max_loss;
+            g.first_loss = first_loss;
         }
         (grown, trimmed)
+    }
+
+    /// A NAK on `nak.transmission` while it is on air or put aside: a
+    /// short-block hint (module doc). The NAK is already checked
+    /// (its client asked for the item; its blocks and counts are real).
+    pub(super) fn on_hint(&mut self, client: ClientId, nak: &NakRepr) {
+        if !self.cfg.hasten {
+            return;
+        }
+        let blocks = (self.items.get(nak.item.0 as usize)).map_or(0, |s| s.layout.blocks());
+        let tid = nak.transmission;
+        let tiers = (self.unfinished_sends().find(|t| t.id == tid))
+            .and_then(|t| t.growth.as_ref())
+            .and_then(|g| Some((g.first_loss?, g.max_loss)));
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        let loss = c.loss();
+        // A receiver the tail is for lacks every block until the tail
+        // comes: one block sooner would not make it finish sooner, and
+        // would hold back the receivers the first tier is for.
+        if tiers.is_some_and(|(first, max)| c.tier_loss(max) > first) {
+            return;
+        }
+        if c.hints.0 != nak.transmission {
+            c.hints = (nak.transmission, 0);
+        }
+        if c.hints.1 >= max_hints(blocks) {
+            self.stats.bad_requests += 1;
+            return;
+        }
+        c.hints.1 += 1;
+        let aware = self.cfg.loss_aware_repairs;
+        let live = [self.current.as_mut(), self.suspended.as_mut()];
+        let Some(t) = live.into_iter().flatten().find(|t| t.id == tid) else {
+            return;
+        };
+        for n in nak.needs.iter().take(HINT_BLOCKS) {
+            let want = match aware {
+                true => crate::policy::retransmit::repair_size(n.count, loss),
+                false => n.count,
+            };
+            self.stats.hastened += u64::from(t.hasten(n.block.0, want));
+        }
     }
 }

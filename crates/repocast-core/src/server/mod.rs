@@ -110,6 +110,8 @@ struct ClientState {
     /// The packets its last early report on each live send (on air or put
     /// aside) rested on: at most two entries (`early::on_loss_report`).
     live_reports: Vec<(TransmissionId, u32)>,
+    /// Short-block hints taken on a send ([`early::max_hints`]).
+    hints: (TransmissionId, u32),
     /// Blocks held of items about to be requested (a resuming client's
     /// `Have`): the item's hash they belong to and the bitmap.
     haves: FastMap<ItemId, ([u8; 32], Vec<u8>)>,
@@ -169,6 +171,9 @@ struct RepairJob {
     item: ItemId,
     counts: BTreeMap<u32, u32>,
     missing: BTreeMap<u32, BTreeSet<u32>>,
+    /// Each client's (block, symbols) asked for, its last NAK's: the
+    /// repair sends the smaller needs first ([`Transmission::hasten`]).
+    wants: Vec<(ClientId, Vec<(u32, u32)>)>,
 }
 
 impl RepairJob {

@@ -278,6 +278,7 @@ impl Server {
         // again at its end. Repaired now, the rest of it would go twice.
         if self.unfinished(nak.transmission) {
             self.stats.early_naks += 1;
+            self.on_hint(client, &nak);
             return;
         }
         // The repair budget: a client that keeps asking past what any
@@ -385,6 +386,14 @@ impl Server {
                 for seg in extra {
                     t.append(seg);
                 }
+                // What this client lacks goes next, lowest block first:
+                // it need not wait while the repair goes through every
+                // block for a lossier receiver.
+                if !lists_ids && self.cfg.hasten {
+                    for &(block, want) in wants.iter().rev() {
+                        t.hasten(block, want);
+                    }
+                }
             }
             return;
         }
@@ -396,11 +405,14 @@ impl Server {
                         item,
                         counts: Default::default(),
                         missing: Default::default(),
+                        wants: Vec::new(),
                     });
                     let last = self.repairs.len() - 1;
                     &mut self.repairs[last]
                 }
             };
+            job.wants.retain(|(c, _)| *c != client);
+            job.wants.push((client, wants.clone()));
             for (n, &(block, want)) in nak.needs.iter().zip(&wants) {
                 let e = job.counts.entry(block).or_insert(0);
                 *e = (*e).max(want);

@@ -169,6 +169,7 @@ impl Server {
             t.growth = Some(transmission::Growth {
                 listeners: n,
                 max_loss,
+                first_loss,
                 needs,
                 odds: first_odds,
                 tail_odds,
@@ -316,6 +317,23 @@ impl Server {
             plan.push(Segment { block, esis });
         }
         self.begin(now, job.item, AnnounceKind::Repair, plan);
+        // The plan goes block by block, sized for the neediest client;
+        // every other client's needs go first, the smallest first, so
+        // they finish without waiting for the whole of it. The same
+        // symbols, in another order.
+        let mut wants = job.wants;
+        let total = |w: &[(u32, u32)]| w.iter().map(|&(_, n)| u64::from(n)).sum::<u64>();
+        wants.sort_by_key(|(_, w)| std::cmp::Reverse(total(w)));
+        let item = job.item;
+        let ours = |t: &&mut Transmission| t.item == item && t.kind == AnnounceKind::Repair;
+        let hasten = self.cfg.hasten && !lists_ids;
+        if let Some(t) = self.current.as_mut().filter(ours).filter(|_| hasten) {
+            for (_, w) in wants.iter().skip(1) {
+                for &(block, want) in w.iter().rev() {
+                    t.hasten(block, want);
+                }
+            }
+        }
     }
 
     /// The most any of `listeners` still needs of block `b`: k for a

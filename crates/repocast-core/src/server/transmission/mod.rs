@@ -7,6 +7,8 @@
 //! every block's tail. Transmissions are non-preemptive: once started, a
 //! plan is sent to the end.
 
+mod edit;
+
 use super::config::BlockSource;
 use super::encoders::EncoderCache;
 use crate::fec::layout::Layout;
@@ -28,6 +30,31 @@ impl Esis {
         match self {
             Esis::Range { count, .. } => *count,
             Esis::List(v) => v.len() as u32,
+        }
+    }
+
+    /// Takes the first `n` ids (all if fewer) off `self` and returns them.
+    fn split_front(&mut self, n: u32) -> Esis {
+        match self {
+            Esis::Range {
+                start,
+                count,
+                space,
+            } => {
+                let take = n.min(*count);
+                let piece = Esis::Range {
+                    start: *start,
+                    count: take,
+                    space: *space,
+                };
+                *start = ((*start as u64 + take as u64) % (*space).max(1) as u64) as u32;
+                *count -= take;
+                piece
+            }
+            Esis::List(v) => {
+                let rest = v.split_off((n as usize).min(v.len()));
+                Esis::List(std::mem::replace(v, rest))
+            }
         }
     }
 
@@ -91,6 +118,8 @@ pub struct Growth {
     pub listeners: u32,
     /// The largest loss estimate the counts were computed with.
     pub max_loss: f64,
+    /// The loss its first tier was sized for, if it has two.
+    pub first_loss: Option<f64>,
     /// Each block's need (symbols before redundancy), by block number.
     pub needs: Vec<u32>,
     /// The odds of decoding its first tier was sized for on a link with
@@ -254,37 +283,6 @@ impl Transmission {
         t
     }
 
-    /// Symbols the plan sends (or has sent) from `block`.
-    pub fn planned(&self, block: u32) -> u32 {
-        self.plan
-            .iter()
-            .filter(|s| s.block == block)
-            .map(|s| s.esis.len())
-            .sum()
-    }
-
-    /// Whether id `id` of `block` is listed in the plan (exact-packet
-    /// repair).
-    pub fn lists(&self, block: u32, id: u32) -> bool {
-        self.plan
-            .iter()
-            .any(|s| s.block == block && matches!(&s.esis, Esis::List(v) if v.contains(&id)))
-    }
-
-    /// Appends a segment to a running (non-ARM) transmission: coalescing a
-    /// NAK into a repair that is on air.
-    pub fn append(&mut self, seg: Segment) {
-        let n = seg.esis.len();
-        if n == 0 || self.arm.is_some() {
-            return;
-        }
-        let last = (self.first_block + self.block_count).max(seg.block + 1);
-        self.first_block = self.first_block.min(seg.block);
-        self.block_count = last - self.first_block;
-        self.total = self.total.saturating_add(n);
-        self.plan.push(seg);
-    }
-
     /// A scheduled send in two loss tiers: `first` (every block sized for
     /// the lower-loss receivers), then `tail` (the rest each block needs
     /// for the lossiest).
@@ -299,137 +297,6 @@ impl Transmission {
         let mut t = Transmission::new(id, item, kind, first.into_iter().chain(tail).collect());
         t.tail_start = tail_start;
         t
-    }
-
-    /// Symbols planned for `block` in the first tier.
-    pub fn first_tier_planned(&self, block: u32) -> u32 {
-        (self.plan.iter().take(self.tail_start))
-            .filter(|s| s.block == block)
-            .map(|s| s.esis.len())
-            .sum()
-    }
-
-    /// The last first-tier segment of `block` not yet sent to its end.
-    fn open_first(&self, block: u32) -> Option<usize> {
-        (self.seg..self.tail_start)
-            .rev()
-            .find(|&i| self.plan[i].block == block)
-    }
-
-    /// Adds `extra` to `block`'s first tier: onto its open segment when
-    /// the ids continue it, else as a segment right after it; a block whose
-    /// first tier is sent gets a segment at the end of the first tier (or
-    /// next, once the tail is on air).
-    pub fn grow_first_tier(&mut self, block: u32, extra: Esis) {
-        if self.arm.is_some() || self.fcast.is_some() || extra.len() == 0 {
-            return;
-        }
-        let (at, in_first) = match self.open_first(block) {
-            Some(i) if self.extend_segment(i, &extra) => return,
-            Some(i) => (i + 1, true),
-            None if self.seg < self.tail_start => (self.tail_start, true),
-            // In the tail: right after the segment on air.
-            None => ((self.seg + 1).min(self.plan.len()), false),
-        };
-        self.total = self.total.saturating_add(extra.len());
-        self.plan.insert(at, Segment { block, esis: extra });
-        if in_first {
-            self.tail_start += 1;
-        }
-    }
-
-    /// Takes up to `n` of `block`'s first-tier symbols off the plan, from
-    /// its segments not yet begun (the last first), because an early loss
-    /// report shows the receivers need fewer; returns how many. Their ids
-    /// are left unused (a later send takes fresh ones).
-    pub fn trim_first_tier(&mut self, block: u32, n: u32) -> u32 {
-        if self.arm.is_some() || self.fcast.is_some() {
-            return 0;
-        }
-        let (cut, removed) = self.cut_back(self.seg + 1, self.tail_start, block, n);
-        self.tail_start -= removed;
-        cut
-    }
-
-    /// Drops up to `n` of `block`'s tail symbols not yet sent (from the
-    /// end of the plan back), because its first tier grows to carry them
-    /// or its receivers need fewer; returns how many were dropped. A
-    /// segment on air keeps its count.
-    pub fn drop_tail(&mut self, block: u32, n: u32) -> u32 {
-        let from = self.tail_start.max(self.seg + 1);
-        self.cut_back(from, self.plan.len(), block, n).0
-    }
-
-    /// Cuts up to `n` ids of `block` from the plan's segments `from..to`,
-    /// last first, removing those left empty; returns the ids cut and the
-    /// segments removed.
-    fn cut_back(&mut self, from: usize, to: usize, block: u32, n: u32) -> (u32, usize) {
-        let (mut cut, mut removed) = (0, 0);
-        let mut i = to.min(self.plan.len());
-        while i > from && cut < n {
-            i -= 1;
-            if self.plan[i].block != block {
-                continue;
-            }
-            let Esis::Range { count, .. } = &mut self.plan[i].esis else {
-                continue;
-            };
-            let c = (*count).min(n - cut);
-            *count -= c;
-            cut += c;
-            if *count == 0 {
-                self.plan.remove(i);
-                removed += 1;
-            }
-        }
-        self.total = self.total.saturating_sub(cut);
-        (cut, removed)
-    }
-
-    /// Adds `extra` to `block`'s tail: onto its tail segment when that is
-    /// not yet sent to its end and the ids continue it, else as a new
-    /// segment at the end of the plan.
-    pub fn grow_tail(&mut self, block: u32, extra: Esis) {
-        if self.arm.is_some() || self.fcast.is_some() || extra.len() == 0 {
-            return;
-        }
-        let open = (self.seg.max(self.tail_start)..self.plan.len())
-            .rev()
-            .find(|&i| self.plan[i].block == block);
-        if !open.is_some_and(|i| self.extend_segment(i, &extra)) {
-            self.append(Segment { block, esis: extra });
-        }
-    }
-
-    /// Appends `extra` ids to segment `i` when they continue its range
-    /// (fresh ids allocated right after it) and it is not yet sent to its
-    /// end; false (nothing changed) otherwise.
-    fn extend_segment(&mut self, i: usize, extra: &Esis) -> bool {
-        let Some(seg) = self.plan.get_mut(i).filter(|_| i >= self.seg) else {
-            return false;
-        };
-        let (
-            Esis::Range {
-                start,
-                count,
-                space,
-            },
-            Esis::Range {
-                start: s2,
-                count: c2,
-                space: sp2,
-            },
-        ) = (&mut seg.esis, extra)
-        else {
-            return false;
-        };
-        let next = ((*start as u64 + *count as u64) % (*space).max(1) as u64) as u32;
-        if *space != *sp2 || next != *s2 {
-            return false;
-        }
-        *count = count.saturating_add(*c2);
-        self.total = self.total.saturating_add(*c2);
-        true
     }
 
     /// Ends the transmission after the packets produced so far (nobody is
@@ -669,128 +536,5 @@ impl Transmission {
             tag: Vec::new(),
             encrypted: false,
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::wire::FecParams;
-
-    fn range(start: u32, count: u32) -> Esis {
-        Esis::Range {
-            start,
-            count,
-            space: 1 << 20,
-        }
-    }
-
-    fn seg(block: u32, start: u32, count: u32) -> Segment {
-        Segment {
-            block,
-            esis: range(start, count),
-        }
-    }
-
-    /// Whether `block` has symbols in the tail tier.
-    fn has_tail(t: &Transmission, block: u32) -> bool {
-        (t.plan.iter().skip(t.tail_start)).any(|s| s.block == block)
-    }
-
-    fn tiered(first: Vec<Segment>, tail: Vec<Segment>) -> Transmission {
-        Transmission::tiered(
-            TransmissionId(1),
-            ItemId(0),
-            AnnounceKind::First,
-            first,
-            tail,
-        )
-    }
-
-    /// (block, id) of the next `n` packets.
-    fn take(t: &mut Transmission, n: usize) -> Vec<(u32, u32)> {
-        let fec = FecParams {
-            code: CodeKind::RaptorQ,
-            symbol_size: 64,
-            max_block_symbols: 4,
-        };
-        let layout = Layout::new(64 * 12, &fec).expect("layout");
-        let iv = std::time::Duration::from_micros(10);
-        (0..n)
-            .map_while(|_| {
-                let p = t.next(
-                    crate::Instant::ZERO,
-                    iv,
-                    SessionId(1),
-                    &layout,
-                    fec.code,
-                    None,
-                );
-                p.ok().flatten().map(|p| (p.block.0, p.symbol))
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_tiered_send_gives_every_block_its_first_tier_before_any_tail() {
-        let first = vec![seg(0, 0, 2), seg(1, 0, 2), seg(2, 0, 2)];
-        let tail = vec![seg(0, 2, 1), seg(1, 2, 1), seg(2, 2, 0)];
-        let mut t = tiered(first, tail);
-        assert_eq!(t.total, 8);
-        assert_eq!(take(&mut t, 3), [(0, 0), (0, 1), (1, 0)]);
-        // Grown while block 1's first tier is on air: id 2 is its tail's,
-        // so id 3 goes in a segment right after it.
-        t.grow_first_tier(1, range(3, 1));
-        // Block 0's first tier is sent: its growth ends the first tier.
-        t.grow_first_tier(0, range(3, 1));
-        // Tails grow in place when the ids continue them, else at the end.
-        t.grow_tail(1, range(4, 2));
-        t.grow_tail(2, range(2, 1));
-        assert_eq!(t.total, 13);
-        assert_eq!(t.first_tier_planned(1), 3);
-        assert!(has_tail(&t, 2));
-        let rest = take(&mut t, 20);
-        assert_eq!(
-            rest,
-            [
-                (1, 1),
-                (1, 3),
-                (2, 0),
-                (2, 1),
-                (0, 3),
-                (0, 2),
-                (1, 2),
-                (1, 4),
-                (1, 5),
-                (2, 2)
-            ]
-        );
-        assert!(t.finished());
-    }
-
-    #[test]
-    fn a_first_tier_that_grows_takes_over_its_blocks_unsent_tail() {
-        let first = vec![seg(0, 0, 2), seg(1, 0, 2)];
-        let tail = vec![seg(0, 2, 2), seg(1, 2, 2)];
-        let mut t = tiered(first, tail);
-        assert_eq!(take(&mut t, 1), [(0, 0)]);
-        // Block 1's first tier grows by 3: its tail's 2 go, 1 more is new.
-        assert_eq!(t.drop_tail(1, 3), 2);
-        t.grow_first_tier(1, range(4, 3));
-        assert!(!has_tail(&t, 1));
-        assert_eq!(t.total, 9);
-        assert_eq!(
-            take(&mut t, 20),
-            [
-                (0, 1),
-                (1, 0),
-                (1, 1),
-                (1, 4),
-                (1, 5),
-                (1, 6),
-                (0, 2),
-                (0, 3)
-            ]
-        );
     }
 }
