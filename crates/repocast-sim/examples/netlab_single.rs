@@ -12,6 +12,8 @@
 //!
 //! LOSSES: a comma list, one receiver each [0.05,0.05,0.5, as the test];
 //! each a probability or `ge:MEAN:BURST` (bursts, as the lab's links take).
+//! With `EVENTS` set in the environment, the server's events go to
+//! stderr (`event SECONDS EVENT`).
 
 use repocast_core::Instant;
 use repocast_core::endpoint::client::Want;
