@@ -275,7 +275,9 @@ impl Server {
         // For a transmission still on air or interrupted: its receiver
         // stopped hearing it (another transmission interrupted it, or it
         // ran late), takes it back up when more of it comes, and reports
-        // again at its end. Repaired now, the rest of it would go twice.
+        // again at its end; or the send left a block short for it (a
+        // short-block hint). Repaired now, the rest of it would go twice;
+        // what the send still carries of those blocks may go sooner.
         if self.unfinished(nak.transmission) {
             self.stats.early_naks += 1;
             self.on_hint(client, &nak);
