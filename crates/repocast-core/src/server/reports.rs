@@ -392,9 +392,7 @@ impl Server {
                 // it need not wait while the repair goes through every
                 // block for a lossier receiver.
                 if !lists_ids && self.cfg.hasten {
-                    for &(block, want) in wants.iter().rev() {
-                        t.hasten(block, want);
-                    }
+                    t.hasten_in_order(&wants);
                 }
             }
             return;

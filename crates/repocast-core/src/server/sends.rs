@@ -329,9 +329,7 @@ impl Server {
         let hasten = self.cfg.hasten && !lists_ids;
         if let Some(t) = self.current.as_mut().filter(ours).filter(|_| hasten) {
             for (_, w) in wants.iter().skip(1) {
-                for &(block, want) in w.iter().rev() {
-                    t.hasten(block, want);
-                }
+                t.hasten_in_order(w);
             }
         }
     }

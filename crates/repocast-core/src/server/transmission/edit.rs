@@ -38,17 +38,6 @@ impl Transmission {
         self.plan.push(seg);
     }
 
-    /// Symbols of `block` not yet sent: the rest of the segment on air
-    /// and every later segment's.
-    pub fn unsent(&self, block: u32) -> u32 {
-        let on_air = (self.plan.get(self.seg))
-            .filter(|s| s.block == block)
-            .map_or(0, |s| s.esis.len().saturating_sub(self.pos));
-        (self.plan.iter().skip(self.seg + 1))
-            .filter(|s| s.block == block)
-            .fold(on_air, |n, s| n.saturating_add(s.esis.len()))
-    }
-
     /// Sends `n` of `block`'s symbols next: the rest of the segment on
     /// air counts, and up to the remainder of its ids not yet begun move
     /// (from their first segments, in order) to right after it, ahead of
@@ -100,6 +89,15 @@ impl Transmission {
         }
         self.plan.splice(front..front, moved);
         count
+    }
+
+    /// [`Self::hasten`]s each (block, symbols) of `wants`, sent in that
+    /// order after the segment on air (each call puts its ids first, so
+    /// they are taken last to first).
+    pub fn hasten_in_order(&mut self, wants: &[(u32, u32)]) {
+        for &(block, want) in wants.iter().rev() {
+            self.hasten(block, want);
+        }
     }
 
     /// Symbols planned for `block` in the first tier.
@@ -259,6 +257,17 @@ mod tests {
         (t.plan.iter().skip(t.tail_start)).any(|s| s.block == block)
     }
 
+    /// Symbols of `block` not yet sent: the rest of the segment on air
+    /// and every later segment's.
+    fn unsent(t: &Transmission, block: u32) -> u32 {
+        let on_air = (t.plan.get(t.seg))
+            .filter(|s| s.block == block)
+            .map_or(0, |s| s.esis.len().saturating_sub(t.pos));
+        (t.plan.iter().skip(t.seg + 1))
+            .filter(|s| s.block == block)
+            .fold(on_air, |n, s| n.saturating_add(s.esis.len()))
+    }
+
     fn tiered(first: Vec<Segment>, tail: Vec<Segment>) -> Transmission {
         Transmission::tiered(
             TransmissionId(1),
@@ -362,7 +371,7 @@ mod tests {
         let plan = vec![seg(0, 10, 3), seg(1, 10, 3), seg(2, 10, 3)];
         let mut t = Transmission::new(TransmissionId(1), ItemId(0), AnnounceKind::Repair, plan);
         assert_eq!(take(&mut t, 1), [(0, 10)]);
-        assert_eq!((t.unsent(0), t.unsent(2)), (2, 3));
+        assert_eq!((unsent(&t, 0), unsent(&t, 2)), (2, 3));
         // Another receiver lacks 2 of block 2: they come right after the
         // segment on air, then the rest as planned.
         assert_eq!(t.hasten(2, 2), 2);
@@ -392,7 +401,7 @@ mod tests {
         // Block 1 has 2 planned: asking 5 moves those 2 (the caller
         // appends what the plan lacks).
         assert_eq!(t.hasten(1, 5), 2);
-        assert_eq!(t.unsent(0), 5);
+        assert_eq!(unsent(&t, 0), 5);
         assert_eq!(
             take(&mut t, 20),
             [(0, 1), (0, 2), (0, 3), (1, 0), (1, 1), (0, 4), (0, 5)]
