@@ -148,6 +148,7 @@ impl Profile {
                     share_repairs: true,
                     drop_orphans: true,
                     repair_budget: Some(REPAIR_BUDGET),
+                    encoder_cache_bytes: crate::server::config::REQUEST_ENCODER_BYTES,
                     batch_hold: Some(BATCH_HOLD),
                     batch_hold_after: BATCH_HOLD,
                     // What `serve` picks on a 1,500-byte IPv4 link (it

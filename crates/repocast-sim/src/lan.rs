@@ -254,6 +254,11 @@ impl VirtualLan {
         self.schedule(at, Ev::Rotate(Box::new(key)));
     }
 
+    /// Bytes the server has read from its items so far.
+    pub fn read_bytes(&self) -> u64 {
+        self.source.read_bytes
+    }
+
     /// The server endpoint (counters, summaries).
     pub fn server(&self) -> &ServerEndpoint {
         &self.server

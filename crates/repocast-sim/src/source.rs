@@ -12,6 +12,8 @@ pub struct MemorySource {
     items: Vec<Vec<u8>>,
     /// Where a push server spools symbols made ahead (`push`'s spool file).
     pub spool: MemorySpool,
+    /// Bytes read so far (what a server's reads would cost a disk).
+    pub read_bytes: u64,
 }
 
 impl MemorySource {
@@ -20,6 +22,7 @@ impl MemorySource {
         MemorySource {
             items,
             spool: MemorySpool::new(),
+            read_bytes: 0,
         }
     }
 
@@ -59,6 +62,7 @@ impl BlockSource for MemorySource {
             .get(s..s.saturating_add(len))
             .ok_or(SourceError::PastEnd)?;
         out.extend_from_slice(chunk);
+        self.read_bytes += chunk.len() as u64;
         Ok(())
     }
 

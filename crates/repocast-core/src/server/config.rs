@@ -155,6 +155,15 @@ pub struct ServerConfig {
     /// default here; [`crate::profile::Profile::Push`] ships
     /// [`crate::profile::PUSH_SPOOL_BYTES`]): no spool.
     pub push_spool_bytes: u64,
+    /// Request mode: the budget of item data whose encoders the server
+    /// keeps after a transmission has used them, least recently used out
+    /// first (`server::encoders`), so a repair or a send soon after finds
+    /// them built: a fountain encoder's first repair symbol costs its
+    /// block's whole intermediate-symbol computation, a stall of the
+    /// sending path. Zero (the default here; [`crate::profile::Profile::Lan`]
+    /// ships [`REQUEST_ENCODER_BYTES`]): one encoder at a time, dropped
+    /// when the transmission moves to another block.
+    pub encoder_cache_bytes: u64,
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion
     /// to the work queued beside it, behind items asked for earlier, so
@@ -194,6 +203,12 @@ impl ServerConfig {
         crate::fec::layout::item_fec(&self.base_fec(), self.block_growth, size)
     }
 }
+
+/// What `serve` keeps of recent blocks' encoders
+/// ([`ServerConfig::encoder_cache_bytes`]): 32 MiB of block data (each
+/// kept encoder holds its block and about as many bytes of intermediate
+/// symbols again).
+pub const REQUEST_ENCODER_BYTES: u64 = 32 << 20;
 
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
 pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
@@ -249,6 +264,7 @@ impl Default for ServerConfig {
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
             push_spool_bytes: 0,
+            encoder_cache_bytes: 0,
             loss_tiers: false,
             hasten: false,
             size_ties: false,

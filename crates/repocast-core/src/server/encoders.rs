@@ -1,5 +1,7 @@
 //! Where a push-mode server's symbols come from, between passes of its
-//! items.
+//! items; and the cache of recent blocks' encoders a request-mode server's
+//! transmissions share ([`EncoderCache::get_or_load`] only), so a repair
+//! after a send does not read and encode its blocks again.
 //!
 //! A fountain encoder's first repair symbol costs the block's whole
 //! intermediate-symbol computation (about 6 ms for 1,000 symbols of 1,280

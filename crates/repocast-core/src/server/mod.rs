@@ -209,6 +209,9 @@ pub struct Server {
     preempt_checked: Option<(TransmissionId, u64, usize, u64, u64, usize)>,
     /// Push mode: encoders kept between passes (handed to each pass).
     push_encoders: Option<encoders::EncoderCache>,
+    /// Request mode: recent blocks' encoders, for every transmission
+    /// ([`ServerConfig::encoder_cache_bytes`]; None: one at a time).
+    encoders: Option<encoders::EncoderCache>,
     /// A session key offered to clients and not yet in use (its epoch).
     next_key: Option<(u8, crate::auth::SessionKey)>,
     next_tid: u32,
@@ -298,6 +301,8 @@ impl Server {
             suspended: None,
             preempt_checked: None,
             push_encoders: None,
+            encoders: (cfg.encoder_cache_bytes > 0 && !cfg.scheduler.is_push())
+                .then(|| encoders::EncoderCache::new(cfg.encoder_cache_bytes, 0)),
             next_key: None,
             next_tid: 1,
             outbox: VecDeque::new(),
@@ -506,7 +511,16 @@ impl Server {
             None
         };
         let iv = self.cfg.packet_interval;
-        let next = cur.next(now, iv, self.cfg.session, &st.layout, self.cfg.code, src);
+        let kept = self.encoders.as_mut();
+        let next = cur.next(
+            now,
+            iv,
+            self.cfg.session,
+            &st.layout,
+            self.cfg.code,
+            src,
+            kept,
+        );
         match next {
             Ok(Some(pkt)) => {
                 self.pacer.take(now);

@@ -296,6 +296,7 @@ mod tests {
                     &layout,
                     fec.code,
                     None,
+                    None,
                 );
                 p.ok().flatten().map(|p| (p.block.0, p.symbol))
             })

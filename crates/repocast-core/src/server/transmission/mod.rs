@@ -1,8 +1,11 @@
 //! One transmission on the data channel: its plan and its packets.
 //!
 //! A plan is a list of segments (a block and the symbol ids to send from
-//! it), sent in order, one encoder alive at a time, so the server holds at
-//! most one block of item data. A scheduled send may come in two loss
+//! it), sent in order. Its encoders come from the server's cache of recent
+//! blocks ([`super::encoders::EncoderCache`], bounded by
+//! `ServerConfig::encoder_cache_bytes`) when it has one, so a repair soon
+//! after a send finds them built; without one, one encoder is alive at a
+//! time and the server holds at most one block of item data. A scheduled send may come in two loss
 //! tiers ([`crate::policy::tiers`]): every block's first-tier segment, then
 //! every block's tail. Transmissions are non-preemptive: once started, a
 //! plan is sent to the end.
@@ -331,6 +334,8 @@ impl Transmission {
 
     /// Produces the next data packet (payload only when `source` is given),
     /// from the plan or, for ARM, from the interleaved open-ended rounds.
+    /// A planned transmission takes its encoders from `kept` if given (and
+    /// leaves them there), else holds one at a time.
     #[allow(clippy::too_many_arguments)]
     pub fn next(
         &mut self,
@@ -340,11 +345,12 @@ impl Transmission {
         layout: &Layout,
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
+        kept: Option<&mut EncoderCache>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
         if self.arm.is_some() {
             self.next_arm_packet(now, interval, session, layout, code, source)
         } else {
-            self.next_planned(session, layout, code, source)
+            self.next_planned(session, layout, code, source, kept)
         }
     }
 
@@ -354,6 +360,7 @@ impl Transmission {
         layout: &Layout,
         code: CodeKind,
         source: Option<&mut dyn BlockSource>,
+        kept: Option<&mut EncoderCache>,
     ) -> Result<Option<DataRepr>, ReadFailed> {
         let (seg_i, pos) = match self.fcast.as_mut() {
             Some(f) => match f.next() {
@@ -375,6 +382,16 @@ impl Transmission {
                         .symbol(item, block, esi, layout, code, src, &mut payload)?;
                     if f.ahead_due() {
                         f.encoders.make_ahead(item, layout, code, src)?;
+                    }
+                }
+                None if kept.is_some() => {
+                    let item = self.item;
+                    if let Some(cache) = kept {
+                        let bytes = layout.block_len(block);
+                        let load = || load_encoder(item, block, layout, code, src);
+                        cache
+                            .get_or_load(item, block, bytes, load)?
+                            .symbol(esi, &mut payload);
                     }
                 }
                 None => {
