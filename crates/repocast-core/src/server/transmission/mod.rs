@@ -5,10 +5,11 @@
 //! blocks ([`super::encoders::EncoderCache`], bounded by
 //! `ServerConfig::encoder_cache_bytes`) when it has one, so a repair soon
 //! after a send finds them built; without one, one encoder is alive at a
-//! time and the server holds at most one block of item data. A scheduled send may come in two loss
-//! tiers ([`crate::policy::tiers`]): every block's first-tier segment, then
-//! every block's tail. Transmissions are non-preemptive: once started, a
-//! plan is sent to the end.
+//! time and the server holds at most one block of item data. A scheduled
+//! send may come in two loss tiers ([`crate::policy::tiers`]): every
+//! block's first-tier segment, then every block's tail. A plan is sent to
+//! its end, though a long scheduled send may be put aside for a short one
+//! and resume where it stopped ([`super::preempt`]).
 
 mod edit;
 
