@@ -35,14 +35,14 @@ case "$PEER" in
     if ! [ -e /usr/include/normApi.h ]; then echo "$SCRIPT: skipped (no libnorm-dev)"; exit 0; fi
     c++ -O2 -o "$WORK/normcast" tests/lab/normcast.cpp -lnorm
     # shellcheck disable=SC2206
-    recv_cmd=("$WORK/normcast" recv 239.77.0.9 6003 eth0 OUT ${SILENT:+silent})
+    recv_cmd=("$WORK/normcast" recv 239.77.0.9 6003 eth0 @OUT@ ${SILENT:+silent})
     # shellcheck disable=SC2206
     send_cmd=("$WORK/normcast" send 239.77.0.9 6003 eth0 "$WORK/big.bin" "$rate_bps" $NORM_ARGS)
     settings="segment, k, parity, proactive parity = $NORM_ARGS${SILENT:+; silent receivers}" ;;
   udpcast)
     if ! command -v udp-sender >/dev/null; then echo "$SCRIPT: skipped (no udpcast)"; exit 0; fi
     groups=(--interface eth0 --portbase 9000 --mcast-rdv-address 239.77.0.11 --nokbd)
-    recv_cmd=(udp-receiver "${groups[@]}" --file OUT/big.bin)
+    recv_cmd=(udp-receiver "${groups[@]}" --file @OUT@/big.bin)
     # shellcheck disable=SC2206
     send_cmd=(udp-sender "${groups[@]}" --mcast-data-address 239.77.0.10 --file "$WORK/big.bin"
       --max-bitrate "$RATE" --min-receivers 3 $UDPCAST_ARGS)
@@ -57,7 +57,7 @@ for run in $(seq 1 "${RUNS:-1}"); do
   pids=()
   for c in 1 2 3; do
     rm -rf "$WORK/out$c"; mkdir -p "$WORK/out$c"
-    ( bash "$LAB" --name "$NAME" exec "c$c" -- "${recv_cmd[@]/OUT/$WORK/out$c}" \
+    ( bash "$LAB" --name "$NAME" exec "c$c" -- "${recv_cmd[@]/@OUT@/$WORK/out$c}" \
         > "$WORK/c$c.out" 2> "$WORK/c$c.err"
       echo $? > "$WORK/c$c.rc"; now > "$WORK/c$c.end" ) &
     pids+=($!)
