@@ -1,6 +1,6 @@
 /* A minimal NORM (RFC 5740) file sender and receiver on the Debian NORM
  * library (apt-get install libnorm-dev), for the side-by-side benchmarks
- * in tests/netlab-norm.sh. It is the peer a NORM user would build: one
+ * in tests/netlab-peer.sh. It is the peer a NORM user would build: one
  * file object, NACK-based repair (or silent receivers and proactive
  * parity only, for push), Reed-Solomon blocks, a fixed rate.
  *

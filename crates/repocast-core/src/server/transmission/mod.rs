@@ -102,7 +102,9 @@ pub struct Transmission {
     seg: usize,
     pos: u32,
     seq: u32,
-    encoder: Option<(u32, Box<dyn BlockEncoder>)>,
+    /// Its own encoders when the server lends it no cache: one block at a
+    /// time (a budget of 0 keeps only the last one built).
+    own: EncoderCache,
     /// Present for an ARM transmission (interleaved, open-ended).
     pub arm: Option<ArmTx>,
     /// Present for a scheduled send sized by `FEC(maxloss+x)`: how, so
@@ -241,7 +243,7 @@ impl Transmission {
             seg: 0,
             pos: 0,
             seq: 0,
-            encoder: None,
+            own: EncoderCache::new(0, 0),
             arm: None,
             growth: None,
             fcast: None,
@@ -385,26 +387,16 @@ impl Transmission {
                         f.encoders.make_ahead(item, layout, code, src)?;
                     }
                 }
-                None if kept.is_some() => {
-                    let item = self.item;
-                    if let Some(cache) = kept {
-                        let bytes = layout.block_len(block);
-                        let load = || load_encoder(item, block, layout, code, src);
-                        cache
-                            .get_or_load(item, block, bytes, load)?
-                            .symbol(esi, &mut payload);
-                    }
-                }
                 None => {
-                    if self.encoder.as_ref().is_none_or(|(b, _)| *b != block) {
-                        self.encoder = None;
-                        let enc = load_encoder(self.item, block, layout, code, src)?;
-                        self.encoder = Some((block, enc));
-                    }
-                    match self.encoder.as_mut() {
-                        Some((_, enc)) => enc.symbol(esi, &mut payload),
-                        None => return Ok(None),
-                    }
+                    let cache = match kept {
+                        Some(c) => c,
+                        None => &mut self.own,
+                    };
+                    let bytes = layout.block_len(block);
+                    let load = || load_encoder(item, block, layout, code, src);
+                    cache
+                        .get_or_load(item, block, bytes, load)?
+                        .symbol(esi, &mut payload);
                 }
             }
         }
@@ -429,7 +421,7 @@ impl Transmission {
             }
         }
         if self.finished() {
-            self.encoder = None;
+            self.own = EncoderCache::new(0, 0);
         }
         Ok(Some(pkt))
     }
