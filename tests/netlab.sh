@@ -74,4 +74,8 @@ t=$end-$start; spec='${loss[$((c-1))]}'; p=float(spec.split(':')[1] if spec.star
 print(f'client c$c loss {spec}: {own:.2f} s (connect to last file verified), ratio {own/ideal:.2f}; with process start-up {t:.2f} s, ratio {t/ideal:.2f}; ideal {ideal:.2f} s; files identical: $ok')"
 done
 tail -n 3 "$WORK/c3.log" | sed 's/^/  c3: /'
+# Encoders prepared off the server's pump, and how many in time.
+jobs=$(bash "$LAB" --name "$NAME" exec srv -- curl -s --max-time 2 http://10.77.0.1:4703/metrics 2>/dev/null \
+  | awk '/^repocast_encoder_jobs/ {sub("repocast_encoder_jobs_", ""); sub("repocast_encoder_", ""); printf "%s ", $0}' || true)
+echo "  server encoder jobs: ${jobs:-unknown}"
 exit $fail

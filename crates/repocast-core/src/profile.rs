@@ -149,6 +149,7 @@ impl Profile {
                     drop_orphans: true,
                     repair_budget: Some(REPAIR_BUDGET),
                     encoder_cache_bytes: crate::server::config::REQUEST_ENCODER_BYTES,
+                    prepare_jobs: crate::server::config::PREPARE_JOBS,
                     batch_hold: Some(BATCH_HOLD),
                     batch_hold_after: BATCH_HOLD,
                     // What `serve` picks on a 1,500-byte IPv4 link (it
@@ -174,6 +175,7 @@ impl Profile {
                     },
                     push_span_bytes: 64 << 20,
                     push_spool_bytes: PUSH_SPOOL_BYTES,
+                    prepare_jobs: crate::server::config::PREPARE_JOBS,
                     // What `push` picks on a 1,500-byte IPv4 link (it
                     // sizes symbols to the link it sends on).
                     symbol_size: symbol_size_for_mtu(AUTO_MTU_CAP, false, false, false),

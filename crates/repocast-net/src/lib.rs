@@ -19,6 +19,7 @@ pub mod keys;
 pub mod known;
 pub mod listen;
 pub mod metrics;
+mod prepare;
 pub mod push;
 pub mod repo;
 pub mod server;

@@ -2,6 +2,7 @@
 //! readable while the server runs. The server loop publishes a [`Snapshot`]
 //! after each batch of work; this module only formats and serves it.
 
+use repocast_core::server::encoders::JobCounts;
 use repocast_core::server::{ClientSummary, ServerStats};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
@@ -33,6 +34,8 @@ pub struct Snapshot {
     pub refused_unauthorized: u64,
     /// Admitted connections closed because their token was withdrawn.
     pub revoked: u64,
+    /// Request mode: block encoders prepared off the sending path.
+    pub prepare_jobs: JobCounts,
 }
 
 /// Shared handle the server writes and the HTTP task reads.
@@ -164,6 +167,25 @@ pub fn prometheus(s: &Snapshot) -> String {
         "revoked_total",
         "Connections closed because their access token was withdrawn.",
         s.revoked,
+    );
+    let jobs = &s.prepare_jobs;
+    counter(
+        &mut o,
+        "encoder_jobs_total",
+        "Block encoders handed to another thread to prepare, off the sending path.",
+        jobs.offered,
+    );
+    counter(
+        &mut o,
+        "encoder_jobs_used_total",
+        "Of those, prepared in time: the sending path did not have to.",
+        jobs.used,
+    );
+    counter(
+        &mut o,
+        "encoder_jobs_late_total",
+        "Of those, back too late (the sending path had done the work).",
+        jobs.late,
     );
     gauge(
         &mut o,

@@ -1,17 +1,19 @@
 //! `repocast serve`: the core's [`ServerEndpoint`] on real sockets.
 //!
-//! One task owns the endpoint. It selects over new request connections,
-//! bytes read from them, the endpoint's next deadline (the core paces the
-//! data channel with its token bucket), a metrics tick and shutdown, and
-//! after each wake-up drains `poll_transmit` (datagrams to the data or
+//! One task owns the endpoint. It selects over new request connections, bytes
+//! read from them, the endpoint's next deadline (the core paces the data
+//! channel with its token bucket), a metrics tick and shutdown, and after
+//! each wake-up drains `poll_transmit` (datagrams to the data or
 //! announcement group, frames to the connection they are for) and
-//! `poll_close`. Each connection has a reader task (bytes in, through a
-//! bounded channel, so a fast peer waits on TCP rather than growing
-//! memory) and a writer task (frames out, through a queue of the
-//! endpoint's limit: a peer that does not read is closed), both on the
-//! connection's TLS stream ([`crate::tls`]; the handshake runs in the
-//! connection's task, never in the pump). Peers outside `--allow` are
-//! closed at accept. Framing, parsing and every limit are the endpoint's.
+//! `poll_close`, handing the encoder preparation jobs the core gives
+//! (`Server::poll_prepare`) to tokio's blocking pool. Each connection has a
+//! reader task (bytes in, through a bounded channel, so a fast peer waits
+//! on TCP rather than growing memory) and a writer task (frames out,
+//! through a queue of the endpoint's limit: a peer that does not read is
+//! closed), both on the connection's TLS stream ([`crate::tls`]; the
+//! handshake runs in the connection's task, never in the pump). Peers
+//! outside `--allow` are closed at accept. Framing, parsing and every limit
+//! are the endpoint's.
 
 use crate::metrics::{self, Shared, Snapshot};
 use crate::repo::Repository;
@@ -288,6 +290,7 @@ impl Pump {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<ServerStats, NetError> {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
+        let mut prep = crate::prepare::Preparer::new();
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
@@ -296,7 +299,7 @@ impl Pump {
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
-            self.drain(&mut buf).await;
+            self.drain(&mut buf, &prep).await;
             let deadline = alarm.target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 acc = listener.accept() => match acc {
@@ -318,6 +321,7 @@ impl Pump {
                         }
                     }
                 }
+                Some(job) = prep.done() => self.endpoint.prepared(job),
                 _ = crate::sleep_until(deadline) => {
                     self.endpoint.handle_timeout(core_now(self.start));
                 }
@@ -418,13 +422,19 @@ impl Pump {
         );
     }
 
-    async fn drain(&mut self, buf: &mut Vec<u8>) {
+    async fn drain(&mut self, buf: &mut Vec<u8>, prep: &crate::prepare::Preparer) {
         let mut since = core_now(self.start);
         loop {
             let now = core_now(self.start);
             let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) else {
                 break;
             };
+            // A block's encoder is prepared on another core, not in the
+            // pump (a stall of several milliseconds at its first repair
+            // symbol otherwise).
+            while let Some(job) = self.endpoint.poll_prepare() {
+                prep.start(job);
+            }
             // A pump that cannot keep up with its rate would otherwise
             // never leave this loop: let the connections' tasks (and, in
             // `repocast bench`, the receiver) run.
@@ -568,6 +578,7 @@ impl Pump {
             malformed: self.endpoint.stats().malformed_frames,
             refused_unauthorized: self.endpoint.stats().refused_unauthorized,
             revoked: self.endpoint.stats().revoked,
+            prepare_jobs: server.prepare_jobs(),
             key_epoch: self.endpoint.key_epoch(),
             uptime_s: self.start.elapsed().as_secs_f64(),
             ..metrics::read(&self.shared)

@@ -347,20 +347,7 @@ async fn metrics_and_status_are_served_while_running() {
         .expect("get");
     assert!(rep.all_ok());
     let addr = srv.metrics_addr.expect("metrics on");
-    let fetch = |path: &'static str| async move {
-        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        tokio::io::AsyncWriteExt::write_all(
-            &mut s,
-            format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes(),
-        )
-        .await
-        .expect("w");
-        let mut body = String::new();
-        tokio::io::AsyncReadExt::read_to_string(&mut s, &mut body)
-            .await
-            .expect("r");
-        body
-    };
+    let fetch = |path: &'static str| http_get(addr, path);
     let counter = |m: &str| -> u64 {
         m.lines()
             .find_map(|l| l.strip_prefix("repocast_symbols_sent_total "))
@@ -379,6 +366,45 @@ async fn metrics_and_status_are_served_while_running() {
         s.contains("\"items\":1") && s.contains("\"scheme\":\"FEC(0)+R(inf)\""),
         "{s}"
     );
+    srv.stop().await.expect("stop");
+}
+
+/// `serve` prepares each block's encoder on tokio's blocking pool, not in
+/// the pump: a 4 MB item (3 blocks) sent with repair symbols in every
+/// block hands out a job per block, every job comes back, and the file
+/// arrives whole. (Whether a job is back before its block's first repair
+/// symbol depends on the machine; the simulator checks the packets are
+/// the same either way.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_prepares_its_encoders_off_the_pump() {
+    let repo = seeded_repo(&[("f", 4_000_000)], 9);
+    let srv = start(repo.path(), "FEC(0.1)+R(inf)", |_| {}).await;
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = client::get(get_opts(&srv, out.path(), &["f"], 0.05, 4), None)
+        .await
+        .expect("get");
+    assert!(rep.all_ok(), "{:?}", rep.items);
+    assert_delivered(repo.path(), out.path(), &["f"]);
+    let addr = srv.metrics_addr.expect("metrics on");
+    let jobs = async || -> (u64, u64, u64) {
+        let m = http_get(addr, "/metrics").await;
+        let get = |name: &str| {
+            (m.lines())
+                .find_map(|l| l.strip_prefix(&format!("repocast_{name} ")))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        (
+            get("encoder_jobs_total"),
+            get("encoder_jobs_used_total"),
+            get("encoder_jobs_late_total"),
+        )
+    };
+    eventually(async || {
+        let (offered, used, late) = jobs().await;
+        offered >= 3 && used + late == offered
+    })
+    .await;
     srv.stop().await.expect("stop");
 }
 

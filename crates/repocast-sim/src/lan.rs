@@ -453,6 +453,12 @@ impl VirtualLan {
         let mut buf = Vec::with_capacity(2048);
         let now = self.now;
         while let Some(dest) = self.server.poll_transmit(now, &mut self.source, &mut buf) {
+            // Encoders the net driver prepares on another thread are
+            // prepared here at once (the packets do not depend on when).
+            while let Some(mut job) = self.server.poll_prepare() {
+                job.run();
+                self.server.prepared(job);
+            }
             match dest {
                 Dest::Data | Dest::Announce => {
                     let ch = if dest == Dest::Data {

@@ -237,6 +237,12 @@ impl PushLan {
                 .push
                 .poll_transmit(self.now, &mut self.source, &mut buf)
             {
+                // Prepared at once (the net pump uses another thread; the
+                // packets do not depend on when).
+                while let Some(mut job) = self.push.poll_prepare() {
+                    job.run();
+                    self.push.prepared(job);
+                }
                 let ch = match dest {
                     Dest::Announce => Channel::Announce,
                     _ => Channel::Data,

@@ -143,12 +143,9 @@ fn four_overlapping_clients_at_2_to_50_percent_loss_all_verify() {
 /// One 6 MB file (17 blocks of 256 symbols) at 20 Mbit/s, fetched whole
 /// by three receivers that start together, at `losses`, from a server
 /// `set` adjusts (seeded `s`): each receiver's time, every file verified,
-/// and the server's counters.
-fn three_fetch_one_file(
-    s: u64,
-    losses: [LossSpec; 3],
-    set: impl Fn(&mut ServerConfig),
-) -> (Vec<f64>, repocast_core::server::ServerStats, u64) {
+/// the server's counters, the bytes read from the source and how the
+/// encoder preparation jobs went.
+fn three_fetch_one_file(s: u64, losses: [LossSpec; 3], set: impl Fn(&mut ServerConfig)) -> Fetched {
     let mut r = Rng::new(s);
     let data = vec![(
         "dir/big.bin".to_string(),
@@ -178,7 +175,20 @@ fn three_fetch_one_file(
     let secs: Vec<f64> = (h.reports().iter())
         .map(|r| r.delay.expect("done").as_secs_f64())
         .collect();
-    (secs, h.server().server().stats(), h.read_bytes())
+    Fetched {
+        secs,
+        stats: h.server().server().stats(),
+        read: h.read_bytes(),
+        jobs: h.server().server().prepare_jobs(),
+    }
+}
+
+/// What [`three_fetch_one_file`] measured.
+struct Fetched {
+    secs: Vec<f64>,
+    stats: repocast_core::server::ServerStats,
+    read: u64,
+    jobs: repocast_core::server::encoders::JobCounts,
 }
 
 /// The server keeps recent blocks' encoders (`encoder_cache_bytes`, as
@@ -187,21 +197,36 @@ fn three_fetch_one_file(
 /// again (a fountain encoder's first repair symbol costs the block's whole
 /// intermediate-symbol computation: a stall of the sending path, which the
 /// lab showed as 3-9 ms gaps between a repair's packets) is now read once.
-/// The packets are the same, to the packet: only the work behind them
-/// changes.
+/// And the send has each block's encoder prepared off the sending path, as
+/// a job the driver runs (`prepare_jobs`; the lab showed a 3-7 ms gap once
+/// per block of the send). The packets are the same, to the packet: only
+/// the work behind them changes.
 #[test]
 fn repairs_use_the_encoders_the_send_built() {
     let losses = [LossSpec::bursty(0.05, 8.0); 3];
     let s = seed();
     for s in s..s + 3 {
-        let (kept, kept_st, kept_read) = three_fetch_one_file(s, losses, |_| {});
-        let (one, one_st, one_read) =
-            three_fetch_one_file(s, losses, |c| c.encoder_cache_bytes = 0);
-        assert!(kept_st.repair_packets > 0, "seed {s}: no repair");
-        assert_eq!((&kept, kept_st), (&one, one_st), "seed {s}");
+        let kept = three_fetch_one_file(s, losses, |_| {});
+        let one = three_fetch_one_file(s, losses, |c| c.encoder_cache_bytes = 0);
+        assert!(kept.stats.repair_packets > 0, "seed {s}: no repair");
+        assert_eq!((&kept.secs, kept.stats), (&one.secs, one.stats), "seed {s}");
         // Each block read once, whole; one at a time, again for repairs.
-        assert_eq!(kept_read, 6_000_000, "seed {s}");
-        assert!(one_read > kept_read, "seed {s}: {one_read} bytes read");
+        assert_eq!(kept.read, 6_000_000, "seed {s}");
+        assert!(one.read > kept.read, "seed {s}: {} bytes read", one.read);
+        // Every block's encoder was prepared off the sending path (the
+        // simulator runs each job at once, so each is back in time) and
+        // none with one encoder at a time.
+        let jobs = kept.jobs;
+        assert_eq!(
+            (jobs.offered, jobs.used, jobs.late),
+            (17, 17, 0),
+            "seed {s}"
+        );
+        assert_eq!(one.jobs.offered, 0, "seed {s}");
+        // Jobs or none, the same packets.
+        let inline = three_fetch_one_file(s, losses, |c| c.prepare_jobs = 0);
+        assert_eq!((&inline.secs, inline.stats), (&kept.secs, kept.stats));
+        assert_eq!((inline.read, inline.jobs.offered), (kept.read, 0));
     }
 }
 
@@ -227,8 +252,8 @@ fn a_lossy_receiver_does_not_hold_back_the_others() {
     let s = seed();
     let losses = [0.05, 0.05, 0.5].map(|p| LossSpec::Bernoulli { p });
     let run = |tiers: bool| {
-        let (secs, st, _) = three_fetch_one_file(s, losses, |c| c.loss_tiers = tiers);
-        (secs, st.data_packets)
+        let f = three_fetch_one_file(s, losses, |c| c.loss_tiers = tiers);
+        (f.secs, f.stats.data_packets)
     };
     let (tiered, tiered_packets) = run(true);
     let (flat, flat_packets) = run(false);
@@ -270,8 +295,9 @@ fn a_bursty_receiver_is_not_held_back_by_a_lossy_one_either() {
     let s = seed();
     let (mut fast, mut slow, mut lossy) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     for s in s..s + 3 {
-        let (hinted, st, _) = run(s, true);
-        let (unhinted, _, _) = run(s, false);
+        let f = run(s, true);
+        let (hinted, st) = (f.secs, f.stats);
+        let unhinted = run(s, false).secs;
         assert!(st.hastened > 0, "seed {s}: no hint moved anything");
         for i in [0, 1] {
             assert!(

@@ -337,6 +337,18 @@ impl PushEndpoint {
         [data, piece, batches].into_iter().flatten().min()
     }
 
+    /// The next block encoder to prepare off the sending path
+    /// ([`Server::poll_prepare`]): run it on any thread, then hand it back
+    /// with [`PushEndpoint::prepared`].
+    pub fn poll_prepare(&mut self) -> Option<crate::server::encoders::PrepareJob> {
+        self.server.poll_prepare()
+    }
+
+    /// A job from [`PushEndpoint::poll_prepare`], run.
+    pub fn prepared(&mut self, job: crate::server::encoders::PrepareJob) {
+        self.server.prepared(job);
+    }
+
     /// The next datagram due at `now` into `buf` (replacing its bytes) and
     /// where it goes; call until `None`.
     pub fn poll_transmit(

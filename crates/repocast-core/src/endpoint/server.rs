@@ -384,6 +384,18 @@ impl ServerEndpoint {
             .min()
     }
 
+    /// The next block encoder to prepare off the sending path
+    /// ([`Server::poll_prepare`]): run it on any thread, then hand it back
+    /// with [`ServerEndpoint::prepared`].
+    pub fn poll_prepare(&mut self) -> Option<crate::server::encoders::PrepareJob> {
+        self.server.poll_prepare()
+    }
+
+    /// A job from [`ServerEndpoint::poll_prepare`], run.
+    pub fn prepared(&mut self, job: crate::server::encoders::PrepareJob) {
+        self.server.prepared(job);
+    }
+
     /// The next thing to send at `now`: its bytes replace `buf`'s (a whole
     /// datagram, or one length-prefixed frame). Call until `None`.
     pub fn poll_transmit(

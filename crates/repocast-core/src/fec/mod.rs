@@ -188,6 +188,17 @@ pub trait BlockEncoder: Send {
     fn prepare(&mut self) -> bool {
         false
     }
+    /// Whether [`BlockEncoder::prepare`] still has work to do (the first
+    /// repair symbol would do it on the sending path).
+    fn needs_prepare(&self) -> bool {
+        false
+    }
+    /// A fresh encoder over the same block, for [`BlockEncoder::prepare`]
+    /// on another thread (it gives the same symbols); `None` for a code
+    /// with no such work.
+    fn spare(&self) -> Option<Box<dyn BlockEncoder>> {
+        None
+    }
 }
 
 /// Collects encoding symbols of one block until it can be decoded.

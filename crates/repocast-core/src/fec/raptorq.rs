@@ -95,6 +95,15 @@ impl BlockEncoder for RaptorQEncoder {
         ));
         true
     }
+
+    fn needs_prepare(&self) -> bool {
+        self.inner.is_none()
+    }
+
+    fn spare(&self) -> Option<Box<dyn BlockEncoder>> {
+        let t = self.symbol_size as u16;
+        Some(Box::new(RaptorQEncoder::new(self.k, t, self.data.clone())))
+    }
 }
 
 /// RaptorQ decoder for one block.

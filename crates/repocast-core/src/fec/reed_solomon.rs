@@ -76,6 +76,23 @@ impl BlockEncoder for RsEncoder {
             out.extend_from_slice(sym);
         }
     }
+
+    fn prepare(&mut self) -> bool {
+        self.recovery.is_empty() && self.encode_recovery().is_ok()
+    }
+
+    fn needs_prepare(&self) -> bool {
+        self.recovery.is_empty()
+    }
+
+    fn spare(&self) -> Option<Box<dyn BlockEncoder>> {
+        Some(Box::new(RsEncoder {
+            k: self.k,
+            symbol_size: self.symbol_size,
+            data: self.data.clone(),
+            recovery: Vec::new(),
+        }))
+    }
 }
 
 /// Reed-Solomon decoder for one block.

@@ -164,6 +164,17 @@ pub struct ServerConfig {
     /// ships [`REQUEST_ENCODER_BYTES`]): one encoder at a time, dropped
     /// when the transmission moves to another block.
     pub encoder_cache_bytes: u64,
+    /// The most blocks whose encoders are prepared off the sending path at
+    /// once, as jobs the driver runs on another thread
+    /// ([`crate::server::Server::poll_prepare`],
+    /// `server::encoders::prepare`): in request mode (with an encoder
+    /// cache) while a send gives a block's source symbols, in push mode
+    /// one block every half block of a pass. Zero (the default here;
+    /// [`crate::profile::Profile::Lan`] and
+    /// [`crate::profile::Profile::Push`] ship [`PREPARE_JOBS`]): on the
+    /// sending path, at a block's first repair symbol in request mode, in
+    /// the pass's own time in push mode.
+    pub prepare_jobs: usize,
     /// Request mode: the batching hold's cap (`serve --batch-hold MS`;
     /// `crate::sched::hold`). An item waits up to this long, in proportion
     /// to the work queued beside it, behind items asked for earlier, so
@@ -209,6 +220,13 @@ impl ServerConfig {
 /// kept encoder holds its block and about as many bytes of intermediate
 /// symbols again).
 pub const REQUEST_ENCODER_BYTES: u64 = 32 << 20;
+
+/// What `serve` and `push` ship for [`ServerConfig::prepare_jobs`]: a
+/// block is prepared in a few milliseconds, and a send takes about 100 ms
+/// over its source symbols (a push pass offers one every half block of
+/// packets), so one job is nearly always enough; a second covers a repair
+/// that loads a block while a send's job runs.
+pub const PREPARE_JOBS: usize = 2;
 
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
 pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
@@ -265,6 +283,7 @@ impl Default for ServerConfig {
             push_span_bytes: PUSH_SPAN_BYTES,
             push_spool_bytes: 0,
             encoder_cache_bytes: 0,
+            prepare_jobs: 0,
             loss_tiers: false,
             hasten: false,
             size_ties: false,

@@ -7,7 +7,9 @@
 //! gains on every block at the same pace. The symbols come from
 //! [`super::encoders`]: when the item's blocks fit its budget, their
 //! encoders outlive the pass, and the pass prepares them for the next
-//! one's repair symbols, one block every half block of packets; a larger
+//! one's repair symbols, one block every half block of packets (as a job
+//! the driver runs on another thread, when it runs them:
+//! [`super::encoders`]'s `prepare`); a larger
 //! item is streamed, its repair symbols made ahead a block at a time, one
 //! batch every quarter batch of packets (in memory, or in the driver's
 //! spool); only an item too large to stream at the sending rate is taken
@@ -131,7 +133,12 @@ impl Fcast {
         self.pending = self.advance();
         self.taken += 1;
         if let Some(item) = self.prepare.filter(|_| self.taken % self.prepare_gap == 0) {
-            self.encoders.prepare_one(item);
+            // On another thread if the driver runs jobs, else here.
+            if self.encoders.offloads() {
+                self.encoders.offer_next_job(item);
+            } else {
+                self.encoders.prepare_one(item);
+            }
         }
         Some(p)
     }

@@ -301,8 +301,9 @@ impl Server {
             suspended: None,
             preempt_checked: None,
             push_encoders: None,
-            encoders: (cfg.encoder_cache_bytes > 0 && !cfg.scheduler.is_push())
-                .then(|| encoders::EncoderCache::new(cfg.encoder_cache_bytes, 0)),
+            encoders: (cfg.encoder_cache_bytes > 0 && !cfg.scheduler.is_push()).then(|| {
+                encoders::EncoderCache::new(cfg.encoder_cache_bytes, 0).offloading(cfg.prepare_jobs)
+            }),
             next_key: None,
             next_tid: 1,
             outbox: VecDeque::new(),
@@ -701,6 +702,43 @@ impl Server {
     /// its symbols in memory).
     pub fn push_spool_errors(&self) -> u64 {
         self.push_cache().map_or(0, |c| c.spool_errors())
+    }
+
+    /// The next block encoder to prepare off the sending path
+    /// ([`ServerConfig::prepare_jobs`]). Run it
+    /// ([`encoders::PrepareJob::run`]) on any thread and hand it back with
+    /// [`Server::prepared`]; a driver that never does loses nothing but
+    /// the jobs' memory (a few blocks).
+    pub fn poll_prepare(&mut self) -> Option<encoders::PrepareJob> {
+        self.job_cache()?.poll_job()
+    }
+
+    /// A job from [`Server::poll_prepare`], run: later symbols of its
+    /// block come from its encoder if the one kept has not done the work
+    /// itself by now. The packets are the same either way.
+    pub fn prepared(&mut self, job: encoders::PrepareJob) {
+        if let Some(c) = self.job_cache() {
+            c.job_done(job);
+        }
+    }
+
+    /// How the jobs of [`Server::poll_prepare`] stand.
+    pub fn prepare_jobs(&self) -> encoders::JobCounts {
+        let push = || self.push_cache();
+        (self.encoders.as_ref().or_else(push))
+            .map(|c| c.job_counts())
+            .unwrap_or_default()
+    }
+
+    /// The cache whose jobs [`Server::poll_prepare`] hands out: request
+    /// mode's, or push mode's (held by the pass on air, else between
+    /// passes).
+    fn job_cache(&mut self) -> Option<&mut encoders::EncoderCache> {
+        if self.encoders.is_some() {
+            return self.encoders.as_mut();
+        }
+        let on_air = self.current.as_mut().and_then(|t| t.encoders_mut());
+        on_air.or(self.push_encoders.as_mut())
     }
 
     fn push_cache(&self) -> Option<&encoders::EncoderCache> {

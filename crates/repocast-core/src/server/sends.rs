@@ -393,8 +393,11 @@ impl Server {
         let span = self.cfg.push_span_bytes;
         let pps = 1_000_000_000 / self.cfg.packet_interval.as_nanos().max(1) as u64;
         let spool = self.cfg.push_spool_bytes;
-        let cache = (self.push_encoders.take())
-            .unwrap_or_else(|| encoders::EncoderCache::new(span, pps).with_spool(spool));
+        let cache = (self.push_encoders.take()).unwrap_or_else(|| {
+            encoders::EncoderCache::new(span, pps)
+                .with_spool(spool)
+                .offloading(self.cfg.prepare_jobs)
+        });
         t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
     }
 

@@ -2,8 +2,9 @@
 //!
 //! One task owns the endpoint. It sends what `poll_transmit` gives (signed
 //! catalogue pieces to the announcement group, Fcast passes to the data
-//! group, paced by the core), sleeps until the endpoint's next deadline,
-//! and publishes counters for `/metrics`. With `watch` on, changes in the
+//! group, paced by the core), hands the block encoders the core wants
+//! prepared to the blocking pool ([`crate::prepare`]), sleeps until the
+//! endpoint's next deadline, and publishes counters for `/metrics`. With `watch` on, changes in the
 //! folder (inotify through `notify`, or SIGHUP) trigger a rescan a second
 //! after things go quiet; a changed file set goes out as a new catalogue
 //! version (numbered by the wall clock in milliseconds, so a restarted
@@ -251,14 +252,16 @@ impl Pump {
         let mut rescan_at: Option<tokio::time::Instant> = None;
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
+        let mut prep = crate::prepare::Preparer::new();
         loop {
-            self.drain(&mut buf).await;
+            self.drain(&mut buf, &prep).await;
             if self.endpoint.is_finished() {
                 break;
             }
             let deadline = alarm.target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 _ = crate::sleep_until(deadline) => {}
+                Some(job) = prep.done() => self.endpoint.prepared(job),
                 Some(()) = change_rx.recv() => {
                     rescan_at = Some(tokio::time::Instant::now() + RESCAN_QUIET);
                 }
@@ -275,9 +278,13 @@ impl Pump {
         Ok(self.endpoint.stats())
     }
 
-    async fn drain(&mut self, buf: &mut Vec<u8>) {
+    async fn drain(&mut self, buf: &mut Vec<u8>, prep: &crate::prepare::Preparer) {
         let now = core_now(self.start);
         while let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) {
+            // Encoders prepared on another core, not in the pump.
+            while let Some(job) = self.endpoint.poll_prepare() {
+                prep.start(job);
+            }
             let (sock, to) = match dest {
                 Dest::Announce => (&self.announce, self.opts.announce_group),
                 _ => (&self.data, self.opts.data_group),

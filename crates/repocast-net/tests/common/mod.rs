@@ -128,6 +128,20 @@ pub async fn eventually(mut f: impl AsyncFnMut() -> bool) {
     panic!("condition not reached in 10 s");
 }
 
+/// The whole HTTP/1.0 answer to `GET path` from `addr` (the metrics port).
+pub async fn http_get(addr: SocketAddr, path: &str) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.0\r\n\r\n");
+    tokio::io::AsyncWriteExt::write_all(&mut s, req.as_bytes())
+        .await
+        .expect("w");
+    let mut body = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut s, &mut body)
+        .await
+        .expect("r");
+    body
+}
+
 pub fn same(a: &Path, b: &Path) -> bool {
     std::fs::read(a).ok() == std::fs::read(b).ok() && std::fs::read(a).is_ok()
 }

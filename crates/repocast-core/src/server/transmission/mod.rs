@@ -275,6 +275,11 @@ impl Transmission {
         self.fcast.as_ref().map(|f| &f.encoders)
     }
 
+    /// The same, to change.
+    pub fn encoders_mut(&mut self) -> Option<&mut EncoderCache> {
+        self.fcast.as_mut().map(|f| &mut f.encoders)
+    }
+
     /// The encoder cache of an interleaved transmission, for the next.
     pub fn take_encoders(&mut self) -> Option<EncoderCache> {
         self.fcast.take().map(|f| f.encoders)
@@ -393,10 +398,25 @@ impl Transmission {
                         None => &mut self.own,
                     };
                     let bytes = layout.block_len(block);
-                    let load = || load_encoder(item, block, layout, code, src);
+                    let mut loaded = false;
+                    let load = || {
+                        loaded = true;
+                        load_encoder(item, block, layout, code, src)
+                    };
                     cache
                         .get_or_load(item, block, bytes, load)?
                         .symbol(esi, &mut payload);
+                    // A block loaded to send source symbols before repair
+                    // ones is prepared off the sending path meanwhile, if
+                    // the cache offloads.
+                    let k = layout.block_symbols(block);
+                    if loaded
+                        && esi < k
+                        && cache.offloads()
+                        && (pos..seg.esis.len()).any(|i| seg.esis.get(i) >= k)
+                    {
+                        cache.offer_job(item, block);
+                    }
                 }
             }
         }

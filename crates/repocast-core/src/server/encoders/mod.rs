@@ -1,12 +1,14 @@
 //! Where a push-mode server's symbols come from, between passes of its
 //! items; and the cache of recent blocks' encoders a request-mode server's
-//! transmissions share ([`EncoderCache::get_or_load`] only), so a repair
-//! after a send does not read and encode its blocks again.
+//! transmissions share ([`EncoderCache::get_or_load`]), so a repair after
+//! a send does not read and encode its blocks again, and which may hand
+//! the work of preparing a block's encoder to the driver ([`PrepareJob`]).
 //!
 //! A fountain encoder's first repair symbol costs the block's whole
 //! intermediate-symbol computation (about 6 ms for 1,000 symbols of 1,280
-//! bytes). Built afresh each pass, every block of an item would pay it in
-//! the same round, and the sender would stall for the sum. So:
+//! bytes). In push mode, built afresh each pass, every block of an item
+//! would pay it in the same round, and the sender would stall for the sum.
+//! So:
 //!
 //! - **An item whose blocks fit the budget** keeps its encoders across
 //!   passes (least recently used out first), and
@@ -36,6 +38,10 @@
 //!   before the next ([`Fit::Spans`]): cheap for the sender, but a
 //!   listener that needs a few more symbols of every block waits for the
 //!   rest of a span's pass between them.
+
+mod prepare;
+
+pub use prepare::{JobCounts, PrepareJob};
 
 use super::config::BlockSource;
 use super::transmission::{ReadFailed, load_encoder, read_source_symbol};
@@ -160,6 +166,8 @@ pub struct EncoderCache {
     /// Times the spool failed (the stream then held its symbols in memory).
     spool_errors: u64,
     tick: u64,
+    /// Blocks being prepared off the sending path ([`PrepareJob`]).
+    jobs: prepare::Jobs,
 }
 
 impl EncoderCache {
@@ -177,6 +185,7 @@ impl EncoderCache {
             spool_budget: 0,
             spool_errors: 0,
             tick: 0,
+            jobs: prepare::Jobs::default(),
         }
     }
 
