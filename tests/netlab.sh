@@ -10,6 +10,7 @@
 #   SCHEME="FEC(0.01R)+R(0)" RATE=100M SIZE_MIB=32 tests/netlab.sh
 #   BIN=/tmp/old/repocast LOSSES=0.05,0.05,0.05 tests/netlab.sh
 #   KEEP=1 tests/netlab.sh          # keep the logs and files
+#   PCAP=/tmp/data.pcap tests/netlab.sh   # record the data channel (tcpdump)
 #   GET_ARGS=--no-share tests/netlab.sh   # more flags for get
 #   SMALL_FILES=0 tests/netlab.sh   # the big file alone (each client's
 #                                   # time is then that file's)
@@ -46,6 +47,12 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
+# PCAP=file records the data channel on the server's link (headers only).
+if [ -n "${PCAP:-}" ]; then
+  bash "$LAB" --name "$NAME" exec srv -- tcpdump -i eth0 -s 96 -w "$PCAP" udp port 4701 >/dev/null 2>&1 &
+  PCAP_PID=$!
+  sleep 0.5
+fi
 IFS=, read -r -a loss <<< "$LOSSES"
 pids=()
 for c in 1 2 3; do
@@ -58,6 +65,7 @@ for c in 1 2 3; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
+if [ -n "${PCAP_PID:-}" ]; then sleep 0.2; kill "$PCAP_PID" 2>/dev/null || true; wait "$PCAP_PID" 2>/dev/null || true; fi
 
 bytes=$(du -sb --apparent-size "$WORK/repo" | cut -f1)
 rate_bps=$("$BIN" --version >/dev/null; lab_rate_bps "$RATE")
