@@ -707,8 +707,9 @@ impl Server {
     /// The next block encoder to prepare off the sending path
     /// ([`ServerConfig::prepare_jobs`]). Run it
     /// ([`encoders::PrepareJob::run`]) on any thread and hand it back with
-    /// [`Server::prepared`]; a driver that never does loses nothing but
-    /// the jobs' memory (a few blocks).
+    /// [`Server::prepared`]. A driver that never does holds a few blocks'
+    /// copies, and its blocks are prepared on the sending path, at their
+    /// first repair symbol.
     pub fn poll_prepare(&mut self) -> Option<encoders::PrepareJob> {
         self.job_cache()?.poll_job()
     }

@@ -5,18 +5,19 @@
 //! intermediate-symbol computation (3-7 ms for 1,000 symbols of 1,280 bytes
 //! on the project machine). Done on the sending path it is a gap in the
 //! packets that pacing cannot make up at line rate: about once per block of
-//! every send. So when a transmission loads a block whose segment sends
-//! source symbols first and repair symbols after, a cache that offloads
-//! ([`EncoderCache::offloading`], `ServerConfig::prepare_jobs`) also builds
-//! a second encoder over a copy of the block ([`BlockEncoder::spare`]) and
-//! queues it as a [`PrepareJob`]. The driver takes it
-//! ([`crate::server::Server::poll_prepare`]), runs [`PrepareJob::run`]
-//! where it likes (the net crate on a blocking thread, the simulator at
-//! once) and gives it back ([`crate::server::Server::prepared`]). The kept
-//! encoder, which serves the source symbols meanwhile, is swapped for the
-//! prepared one unless it had to do the work itself first (the job came
-//! back too late) or was dropped. Both give the same symbols, so when a job
-//! comes back changes the work behind the packets, never the packets.
+//! every send. So when a transmission loads a block, or starts a segment,
+//! that sends source symbols first and repair symbols after, a cache that
+//! offloads ([`EncoderCache::offloading`], `ServerConfig::prepare_jobs`)
+//! also builds a second encoder over a copy of the block
+//! ([`BlockEncoder::spare`]) and queues it as a [`PrepareJob`]. The driver
+//! takes it ([`crate::server::Server::poll_prepare`]), runs
+//! [`PrepareJob::run`] where it likes (the net crate on a blocking thread,
+//! the simulator at once) and gives it back
+//! ([`crate::server::Server::prepared`]). The kept encoder, which serves
+//! the source symbols meanwhile, is swapped for the prepared one unless it
+//! had to do the work itself first (the job came back too late) or was
+//! dropped. Both give the same symbols, so when a job comes back changes
+//! the work behind the packets, never the packets.
 //!
 //! A push-mode pass offers one of its item's kept blocks every half block
 //! of packets ([`EncoderCache::offer_next_job`]) where it would otherwise

@@ -406,11 +406,12 @@ impl Transmission {
                     cache
                         .get_or_load(item, block, bytes, load)?
                         .symbol(esi, &mut payload);
-                    // A block loaded to send source symbols before repair
-                    // ones is prepared off the sending path meanwhile, if
-                    // the cache offloads.
+                    // A block loaded (or a segment begun) to send source
+                    // symbols before repair ones is prepared off the
+                    // sending path meanwhile, if the cache offloads and
+                    // it is not prepared yet.
                     let k = layout.block_symbols(block);
-                    if loaded
+                    if (loaded || pos == 0)
                         && esi < k
                         && cache.offloads()
                         && (pos..seg.esis.len()).any(|i| seg.esis.get(i) >= k)
