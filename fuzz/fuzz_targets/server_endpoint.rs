@@ -7,6 +7,8 @@
 //! number of packets. The session is authenticated as `serve` runs it (a
 //! session key, key rotations at any time); inputs of odd length also
 //! require an access token ("fuzz-token-0123456789") and encrypt the data.
+//! The encoder preparation jobs it hands out come back late, early, out
+//! of order, unrun or never.
 #![no_main]
 #[path = "common/zeros.rs"]
 mod zeros;
@@ -73,6 +75,7 @@ fuzz_target!(|data: &[u8]| {
     let mut conns: Vec<ClientId> = Vec::new();
     let mut now = Instant::ZERO;
     let mut buf = Vec::new();
+    let mut jobs = Vec::new();
     let mut rest = data;
     while let Some((&op, tail)) = rest.split_first() {
         rest = tail;
@@ -117,6 +120,19 @@ fuzz_target!(|data: &[u8]| {
         for _ in 0..4096 {
             if ep.poll_transmit(now, &mut Zeros, &mut buf).is_none() {
                 break;
+            }
+        }
+        // Encoder jobs come back in any order, run or not, at a step the
+        // input picks (or never).
+        while let Some(j) = ep.poll_prepare() {
+            jobs.push(j);
+        }
+        if op & 0x10 != 0 {
+            for mut j in jobs.drain(..).rev() {
+                if op & 0x08 != 0 {
+                    j.run();
+                }
+                ep.prepared(j);
             }
         }
         while ep.poll_close().is_some() {}
