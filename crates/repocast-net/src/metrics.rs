@@ -34,7 +34,7 @@ pub struct Snapshot {
     pub refused_unauthorized: u64,
     /// Admitted connections closed because their token was withdrawn.
     pub revoked: u64,
-    /// Request mode: block encoders prepared off the sending path.
+    /// Block encoders prepared off the sending path (`serve` and `push`).
     pub prepare_jobs: JobCounts,
 }
 

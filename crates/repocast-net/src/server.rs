@@ -1,7 +1,7 @@
 //! `repocast serve`: the core's [`ServerEndpoint`] on real sockets.
 //!
-//! One task owns the endpoint. It selects over new request connections, bytes
-//! read from them, the endpoint's next deadline (the core paces the data
+//! One task owns the endpoint. It selects over new request connections,
+//! bytes read from them, the endpoint's next deadline (the core paces the data
 //! channel with its token bucket), a metrics tick and shutdown, and after
 //! each wake-up drains `poll_transmit` (datagrams to the data or
 //! announcement group, frames to the connection they are for) and

@@ -3,13 +3,13 @@
 //! One task owns the endpoint. It sends what `poll_transmit` gives (signed
 //! catalogue pieces to the announcement group, Fcast passes to the data
 //! group, paced by the core), hands the block encoders the core wants
-//! prepared to the blocking pool ([`crate::prepare`]), sleeps until the
-//! endpoint's next deadline, and publishes counters for `/metrics`. With `watch` on, changes in the
-//! folder (inotify through `notify`, or SIGHUP) trigger a rescan a second
-//! after things go quiet; a changed file set goes out as a new catalogue
-//! version (numbered by the wall clock in milliseconds, so a restarted
-//! pusher's versions are newer still). It stops on [`PushHandle::stop`]
-//! or once the target redundancy is sent.
+//! prepared to the blocking pool (`crate::prepare`), sleeps until the
+//! endpoint's next deadline, and publishes counters for `/metrics`. With
+//! `watch` on, changes in the folder (inotify through `notify`, or SIGHUP)
+//! trigger a rescan a second after things go quiet; a changed file set goes
+//! out as a new catalogue version (numbered by the wall clock in
+//! milliseconds, so a restarted pusher's versions are newer still). It
+//! stops on [`PushHandle::stop`] or once the target redundancy is sent.
 
 pub mod options;
 pub mod popularity;
@@ -340,6 +340,8 @@ impl Pump {
             items: self.endpoint.items().len(),
             uptime_s: self.start.elapsed().as_secs_f64(),
             push: Some((self.endpoint.version(), self.endpoint.stats())),
+            // Counted per catalogue version, like the spool's errors.
+            prepare_jobs: self.endpoint.server().prepare_jobs(),
             scheme: "push".into(),
             ..Default::default()
         };
