@@ -145,7 +145,6 @@ struct Kept {
     encoder: Box<dyn BlockEncoder>,
     bytes: u64,
     used: u64,
-    prepared: bool,
 }
 
 /// Encoders by (item, block), bounded by the bytes of their blocks, and
@@ -220,7 +219,6 @@ impl EncoderCache {
                     encoder,
                     bytes,
                     used: 0,
-                    prepared: false,
                 })
             }
         };
@@ -413,12 +411,12 @@ impl EncoderCache {
         true
     }
 
-    /// Prepares one kept encoder of `item` that has not been (lowest block
-    /// first); returns whether one did any work.
+    /// Prepares one kept encoder of `item` that still needs it
+    /// ([`BlockEncoder::needs_prepare`], as [`EncoderCache::offer_next_job`]
+    /// picks; lowest block first); returns whether one did any work.
     pub fn prepare_one(&mut self, item: ItemId) -> bool {
         let range = (item, 0)..=(item, u32::MAX);
-        for (_, k) in self.kept.range_mut(range).filter(|(_, k)| !k.prepared) {
-            k.prepared = true;
+        for (_, k) in (self.kept.range_mut(range)).filter(|(_, k)| k.encoder.needs_prepare()) {
             if k.encoder.prepare() {
                 return true;
             }
