@@ -66,7 +66,7 @@ pub struct PushArgs {
     pub symbol_size: Option<u16>,
     /// Largest source block in symbols (kmax) for every file [raptorq:
     /// 1250, grown for files above 32 blocks to keep to 32, up to 1800;
-    /// rs: the code's].
+    /// rs: 1024].
     #[arg(long)]
     pub block_symbols: Option<u32>,
     /// The signing key (`repocast keygen`); created if missing

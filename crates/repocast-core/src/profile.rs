@@ -32,7 +32,9 @@
 //!   the link it sends on, [`symbol_size_for_mtu`]). RaptorQ blocks of
 //!   up to 1,250 symbols ([`push_block_symbols`]), not request mode's
 //!   1,000: with no repair on demand, a lossy listener waits for its
-//!   unluckiest block, and larger blocks narrow that spread.
+//!   unluckiest block, and larger blocks narrow that spread. Reed-Solomon
+//!   blocks of up to 1,024 ([`PUSH_RS_BLOCK_SYMBOLS`]), not request mode's
+//!   32, for the same reason.
 //!
 //! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
 //! limits; callers change single fields afterwards (rate, seed, channels).
@@ -297,12 +299,28 @@ pub fn push_block_growth(code: CodeKind, max_block: Option<u32>) -> Option<Block
 /// large to make them ahead in memory at the rate (`server::encoders`).
 pub const PUSH_SPOOL_BYTES: u64 = 4 << 30;
 
+/// Largest Reed-Solomon source block push uses unless told otherwise.
+///
+/// SPEC 3.6's small kmax (32) is for codes over GF(2^8), whose blocks
+/// cannot be longer than 255 symbols. `reed-solomon-simd` works over
+/// GF(2^16), so push's Reed-Solomon blocks can be as large as its RaptorQ
+/// ones, and a listener's wait for its unluckiest block shrinks the same
+/// way: with blocks of 32, a 32 MiB file is 740 blocks, and a 5%-loss
+/// listener needs about 1.19x the symbols, a 50% one about 1.48x (the lab
+/// measured 1.24-1.32 and 1.52-1.72). 1,024, not RaptorQ's 1,250: the
+/// decoder transforms a power of two of symbols at least k rounded up to
+/// a power of two plus the 2k repair ids (4,096 up to k = 1,024, 8,192
+/// past it), so blocks of 1,244 cost 1.5 times as much decoding per byte
+/// as blocks of 985-1,024 (docs/benchmarks.md, session 33).
+pub const PUSH_RS_BLOCK_SYMBOLS: u32 = 1024;
+
 /// The largest source block push uses for `code` unless told otherwise:
-/// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, the code's default for the
-/// others (Reed-Solomon's Fcast sizing keeps its small blocks).
+/// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, [`PUSH_RS_BLOCK_SYMBOLS`]
+/// for Reed-Solomon, the code's default for the baselines.
 pub fn push_block_symbols(code: CodeKind) -> u32 {
     match code {
         CodeKind::RaptorQ => PUSH_RAPTORQ_BLOCK_SYMBOLS,
+        CodeKind::ReedSolomon => PUSH_RS_BLOCK_SYMBOLS,
         other => other.default_block_symbols(),
     }
 }
@@ -405,10 +423,13 @@ mod tests {
         let push = Profile::Push.server();
         assert_eq!(push.max_block_symbols, PUSH_RAPTORQ_BLOCK_SYMBOLS);
         assert!(push.max_block_symbols > Profile::Lan.server().max_block_symbols);
-        assert_eq!(
-            push_block_symbols(CodeKind::ReedSolomon),
-            CodeKind::ReedSolomon.default_block_symbols()
-        );
+        // Reed-Solomon over GF(2^16): blocks as long as the decoder's
+        // work of 4,096 allows, not SPEC 3.6's GF(2^8) kmax.
+        let rs = push_block_symbols(CodeKind::ReedSolomon);
+        assert_eq!(rs, PUSH_RS_BLOCK_SYMBOLS);
+        assert!(rs > CodeKind::ReedSolomon.default_block_symbols());
+        assert!(crate::fec::reed_solomon::repair_count(rs) == 2 * rs);
+        assert!((rs.next_power_of_two() + 2 * rs).next_power_of_two() <= 4096);
         // The lab's 32 MiB file: 19 blocks of about 1,227 symbols, not 24
         // of 971.
         let fec = crate::wire::FecParams {
