@@ -1,6 +1,7 @@
 //! Fuzz target: a client endpoint that asked for two items accepts any
 //! bytes from the request connection and any datagrams on either group,
-//! in any order with time passing, without panicking, and never reports
+//! in any order with time passing (and its decode jobs back in any
+//! order, run or not), without panicking, and never reports
 //! an item it did not ask for.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -21,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Instant::ZERO;
     let mut buf = Vec::new();
     let mut rest = data;
+    let mut jobs = Vec::new();
     while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
         match op % 4 {
             0 => ep.handle_stream(now, bytes),
@@ -31,6 +33,10 @@ fuzz_target!(|data: &[u8]| {
                 ep.handle_timeout(now);
             }
         }
+        // Decode jobs come back in any order, run, lost or not run, at
+        // a step the input picks (or never).
+        jobs.extend(std::iter::from_fn(|| ep.poll_decode()));
+        common::return_jobs(&mut jobs, op, |j| ep.decoded(now, j));
         while ep.poll_transmit(&mut buf) {}
         while let Some(e) = ep.poll_event() {
             if let Event::Join(_) = e {

@@ -6,7 +6,8 @@
 //! verified path is never reached); a whole-item check that passes or
 //! fails is chosen by the input. The corpus's `verified` input (from
 //! `examples/fuzz_seeds.rs`) gets there; the target asserts that a
-//! block only comes out verified if it is zeros, as its hash says.
+//! block only comes out verified if it is zeros, as its hash says,
+//! whether it was decoded in place or in a decode job.
 #![no_main]
 #[path = "common/zeros.rs"]
 mod zeros;
@@ -18,7 +19,13 @@ use repocast_core::wire::{AnnounceRepr, DataRepr, FecParams, ItemSel, ManifestEn
 use repocast_core::{Instant, ItemId, TransmissionId};
 
 fuzz_target!(|data: &[u8]| {
-    let mut c = Client::new(ClientConfig::default());
+    // Blocks decoded in place, or (one input in two) in decode jobs that
+    // come back a packet late, the later first.
+    let mut c = Client::new(ClientConfig {
+        decode_jobs: if data.len() % 2 == 1 { 2 } else { 0 },
+        ..ClientConfig::default()
+    });
+    let mut jobs = Vec::new();
     c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
     let fec = FecParams {
         code: CodeKind::RaptorQ,
@@ -55,6 +62,11 @@ fuzz_target!(|data: &[u8]| {
             c.handle_data(now, &d);
         }
         c.handle_timeout(now);
+        for mut j in jobs.drain(..).rev() {
+            repocast_core::client::decode::DecodeJob::run(&mut j);
+            c.decoded(j);
+        }
+        jobs.extend(std::iter::from_fn(|| c.poll_decode()));
         while c.poll_transmit().is_some() {}
         while let Some(e) = c.poll_event() {
             match e {

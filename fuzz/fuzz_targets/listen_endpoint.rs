@@ -2,7 +2,8 @@
 //! either group, including catalogue pieces of any content that the
 //! pinned key signed (so the piece parser and the assembly are reached,
 //! not only the signature check) and symbol batches it signed, in any
-//! order with time passing, without panicking, never reports an item
+//! order with time passing (and its decode jobs back in any order, run
+//! or not), without panicking, never reports an item
 //! outside its selection, and reports an item verified only with its
 //! file in the store at its size.
 #![no_main]
@@ -33,6 +34,7 @@ fuzz_target!(|data: &[u8]| {
     let mut ep = ListenEndpoint::new(Instant::ZERO, cfg, MemoryStore::default());
     let mut now = Instant::ZERO;
     let mut rest = data;
+    let mut jobs = Vec::new();
     while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
         match op % 5 {
             0 => ep.handle_datagram(now, Channel::Announce, bytes),
@@ -57,6 +59,10 @@ fuzz_target!(|data: &[u8]| {
                 ep.handle_timeout(now);
             }
         }
+        // Decode jobs come back in any order, run, lost or not run, at
+        // a step the input picks (or never).
+        jobs.extend(std::iter::from_fn(|| ep.poll_decode()));
+        common::return_jobs(&mut jobs, op, |j| ep.decoded(now, j));
         while ep.poll_event().is_some() {}
     }
     for o in ep.outcomes() {

@@ -197,11 +197,13 @@ impl Profile {
             Profile::Lan => ClientConfig {
                 name: "get".into(),
                 loss_reports: true,
+                decode_jobs: crate::client::decode::DECODE_JOBS,
                 ..ClientConfig::default()
             },
             Profile::Study => ClientConfig::default(),
             Profile::Push => ClientConfig {
                 name: "listen".into(),
+                decode_jobs: crate::client::decode::DECODE_JOBS,
                 ..ClientConfig::default()
             },
         }

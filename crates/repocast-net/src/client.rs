@@ -225,7 +225,9 @@ async fn drive<S: BlockStore>(
     // The item filter installed on the data socket (None: everything).
     let mut filter: Option<Vec<ItemId>> = None;
     let mut alarm = crate::Alarm::default();
+    let mut jobs = crate::jobs::Jobs::new();
     loop {
+        jobs.trade(ep, start);
         while ep.poll_transmit(&mut out) {
             if wr.write_all(&out).await.is_err() {
                 ep.handle_close(core_now(start));
@@ -282,6 +284,9 @@ async fn drive<S: BlockStore>(
                     for _ in 0..RECV_BATCH {
                         let Some((n, _)) = g.data.try_recv(&mut dgram) else { break };
                         ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+                        // Blocks ready go out at once, and those back
+                        // come in, not only between batches.
+                        jobs.trade(ep, start);
                     }
                 }
             }
@@ -293,6 +298,7 @@ async fn drive<S: BlockStore>(
                     }
                 }
             }
+            Some(job) = jobs.done() => ep.decoded(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
         }
     }

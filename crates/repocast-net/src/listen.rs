@@ -102,6 +102,8 @@ pub struct ListenReport {
     /// Decoded blocks that failed their signed hash (forged or corrupt
     /// symbols; the block was received again).
     pub corrupt_blocks: u64,
+    /// Blocks decoded off the receiving thread (`client::decode`).
+    pub decode_jobs: u64,
     /// Signed symbol batches checked and refused, and data packets no
     /// batch vouched for (dropped), when the pusher signs its symbols.
     pub signing: VerifierStats,
@@ -194,7 +196,9 @@ pub async fn listen(
     )?;
     let mut dgram = vec![0u8; 65536];
     let mut alarm = crate::Alarm::default();
+    let mut jobs = crate::jobs::Jobs::new();
     loop {
+        jobs.trade(&mut ep, start);
         while let Some(ev) = ep.poll_event() {
             if let (ListenEvent::Version { version, .. }, Some(k)) = (&ev, ep.signer()) {
                 record_version(&opts.out, &k, *version);
@@ -220,6 +224,9 @@ pub async fn listen(
                 for _ in 0..RECV_BATCH {
                     let Some((n, _)) = data.try_recv(&mut dgram) else { break };
                     ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+                    // Blocks ready go out at once, and those back come in,
+                    // not only between batches.
+                    jobs.trade(&mut ep, start);
                 }
             }
             _ = announce.readable() => {
@@ -228,6 +235,7 @@ pub async fn listen(
                     ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
                 }
             }
+            Some(job) = jobs.done() => ep.decoded(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             _ = stopping => break,
         }
@@ -246,6 +254,7 @@ pub async fn listen(
         emulated_losses: data.dropped + announce.dropped,
         resumed_blocks,
         corrupt_blocks: client.corrupt_blocks,
+        decode_jobs: client.decode_jobs,
         signing,
     })
 }

@@ -290,7 +290,7 @@ impl Pump {
         mut shutdown: watch::Receiver<bool>,
     ) -> Result<ServerStats, NetError> {
         let (ev_tx, mut ev_rx) = mpsc::channel::<ConnEvent>(READ_QUEUE);
-        let mut prep = crate::prepare::Preparer::new();
+        let mut prep = crate::jobs::Jobs::new();
         let mut tick = tokio::time::interval(Duration::from_millis(250));
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
@@ -422,7 +422,11 @@ impl Pump {
         );
     }
 
-    async fn drain(&mut self, buf: &mut Vec<u8>, prep: &crate::prepare::Preparer) {
+    async fn drain(
+        &mut self,
+        buf: &mut Vec<u8>,
+        prep: &crate::jobs::Jobs<repocast_core::server::encoders::PrepareJob>,
+    ) {
         let mut since = core_now(self.start);
         loop {
             let now = core_now(self.start);

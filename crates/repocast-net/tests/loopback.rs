@@ -385,6 +385,13 @@ async fn a_send_prepares_its_encoders_off_the_pump() {
         .expect("get");
     assert!(rep.all_ok(), "{:?}", rep.items);
     assert_delivered(repo.path(), out.path(), &["f"]);
+    // And `get` decodes its blocks off its receiving path (the first
+    // block ready always finds a job free; at most all 3 go).
+    assert!(
+        (1..=3).contains(&rep.stats.decode_jobs),
+        "{}",
+        rep.stats.decode_jobs
+    );
     let addr = srv.metrics_addr.expect("metrics on");
     let jobs = async || -> (u64, u64, u64) {
         let m = http_get(addr, "/metrics").await;

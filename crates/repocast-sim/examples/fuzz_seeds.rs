@@ -222,6 +222,7 @@ fn listen_seed() -> std::io::Result<Vec<u8>> {
             }
             listen_op(&mut out, action, &buf).ok_or_else(|| unfit(buf.len()))?;
             listener.handle_datagram(now, ch, &buf);
+            listener.decode_here(now);
         }
         while listener.poll_event().is_some() {}
         if listener.is_finished() {
@@ -286,7 +287,10 @@ fn main() -> std::io::Result<()> {
             client_op(&mut to_client, kind, &buf);
             match ch {
                 None => client.handle_stream(now, &buf),
-                Some(ch) => client.handle_datagram(now, ch, &buf),
+                Some(ch) => {
+                    client.handle_datagram(now, ch, &buf);
+                    client.decode_here(now);
+                }
             }
         }
         while let Some(e) = client.poll_event() {

@@ -83,6 +83,7 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         hints: a.hints + b.hints,
         corrupt_blocks: a.corrupt_blocks + b.corrupt_blocks,
         reopened: a.reopened + b.reopened,
+        decode_jobs: a.decode_jobs + b.decode_jobs,
     }
 }
 
@@ -151,6 +152,9 @@ pub struct VirtualLan {
     seed: u64,
     /// Idle timeout the receivers run with.
     pub idle_timeout: Duration,
+    /// Blocks a receiver hands out as decode jobs at once (the profile's
+    /// unless set; the simulator runs each at once).
+    pub decode_jobs: Option<usize>,
     /// The key receivers pin (the server's identity, if it has one).
     server_key: Option<PublicKey>,
     /// Data datagrams an eavesdropper on the server's link copied, and how
@@ -213,6 +217,7 @@ impl VirtualLan {
             profile,
             seed,
             idle_timeout: Duration::from_secs(60),
+            decode_jobs: None,
             tapped: Vec::new(),
             tap_left: 0,
             polluter: None,
@@ -332,6 +337,7 @@ impl VirtualLan {
         let mut client = self.profile.client();
         client.seed = seed;
         client.name = format!("c{i}");
+        client.decode_jobs = self.decode_jobs.unwrap_or(client.decode_jobs);
         let mut cfg = ClientEndpointConfig::new(client, n.spec.want.clone());
         cfg.idle_timeout = self.idle_timeout;
         cfg.server_key = self.server_key;
@@ -438,6 +444,7 @@ impl VirtualLan {
                         if let Some(ep) = n.ep.as_mut().filter(|_| n.joined && n.done_at.is_none())
                         {
                             ep.handle_datagram(now, ch, &bytes);
+                            ep.decode_here(now);
                         }
                     }
                 }
@@ -494,7 +501,10 @@ impl VirtualLan {
                             None => n.loss.lose(),
                         };
                         if !lost {
+                            // Blocks the net driver decodes on another
+                            // thread are decoded here at once.
                             ep.handle_datagram(now, ch, &buf);
+                            ep.decode_here(now);
                         }
                     }
                 }

@@ -187,6 +187,7 @@ impl PushLan {
             }
             if !lost {
                 ep.handle_datagram(now, ch, bytes);
+                ep.decode_here(now);
             }
         }
     }

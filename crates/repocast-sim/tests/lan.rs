@@ -146,6 +146,17 @@ fn four_overlapping_clients_at_2_to_50_percent_loss_all_verify() {
 /// the server's counters, the bytes read from the source and how the
 /// encoder preparation jobs went.
 fn three_fetch_one_file(s: u64, losses: [LossSpec; 3], set: impl Fn(&mut ServerConfig)) -> Fetched {
+    three_fetch_with(s, losses, set, None)
+}
+
+/// [`three_fetch_one_file`] with receivers handing out `decode_jobs`
+/// decode jobs at once (the profile's if `None`).
+fn three_fetch_with(
+    s: u64,
+    losses: [LossSpec; 3],
+    set: impl Fn(&mut ServerConfig),
+    decode_jobs: Option<usize>,
+) -> Fetched {
     let mut r = Rng::new(s);
     let data = vec![(
         "dir/big.bin".to_string(),
@@ -165,6 +176,7 @@ fn three_fetch_one_file(s: u64, losses: [LossSpec; 3], set: impl Fn(&mut ServerC
         LossSpec::NONE,
     )
     .expect("server");
+    h.decode_jobs = decode_jobs;
     for loss in losses {
         let mut c = client(Want::Items(vec!["dir/big.bin".into()]), 0.0, 0);
         c.loss = loss;
@@ -180,6 +192,7 @@ fn three_fetch_one_file(s: u64, losses: [LossSpec; 3], set: impl Fn(&mut ServerC
         stats: h.server().server().stats(),
         read: h.read_bytes(),
         jobs: h.server().server().prepare_jobs(),
+        decode_jobs: h.reports().iter().map(|r| r.client.decode_jobs).collect(),
     }
 }
 
@@ -189,6 +202,8 @@ struct Fetched {
     stats: repocast_core::server::ServerStats,
     read: u64,
     jobs: repocast_core::server::encoders::JobCounts,
+    /// Blocks each receiver decoded in a decode job.
+    decode_jobs: Vec<u64>,
 }
 
 /// The server keeps recent blocks' encoders (`encoder_cache_bytes`, as
@@ -228,6 +243,24 @@ fn repairs_use_the_encoders_the_send_built() {
         assert_eq!((&inline.secs, inline.stats), (&kept.secs, kept.stats));
         assert_eq!((inline.read, inline.jobs.offered), (kept.read, 0));
     }
+}
+
+/// Receivers as `get` ships decode every block in a job off the
+/// receiving path (the driver's thread pool; here, at once), and the run
+/// is the same as with every block decoded in place.
+#[test]
+fn receivers_decode_their_blocks_in_jobs() {
+    let losses = [0.05, 0.05, 0.5].map(|p| LossSpec::Bernoulli { p });
+    let s = seed();
+    let jobs = three_fetch_with(s, losses, |_| {}, None);
+    let here = three_fetch_with(s, losses, |_| {}, Some(0));
+    assert_eq!(jobs.decode_jobs, vec![17, 17, 17], "seed {s}");
+    assert_eq!(here.decode_jobs, vec![0, 0, 0], "seed {s}");
+    assert_eq!(
+        (&jobs.secs, jobs.stats),
+        (&here.secs, here.stats),
+        "seed {s}"
+    );
 }
 
 /// The time of one copy of [`three_fetch_one_file`]'s file at 20 Mbit/s

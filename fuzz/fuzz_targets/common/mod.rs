@@ -12,3 +12,24 @@ pub fn next_record<'a>(rest: &mut &'a [u8]) -> Option<(u8, u8, &'a [u8])> {
     *rest = tail;
     Some((op, hi, bytes))
 }
+
+/// Decode jobs an endpoint handed out: when `op` says so, each goes back
+/// (through `back`), the later first, run, lost or not run as `op` picks;
+/// otherwise they wait (maybe for ever).
+pub fn return_jobs(
+    jobs: &mut Vec<repocast_core::client::decode::DecodeJob>,
+    op: u8,
+    mut back: impl FnMut(repocast_core::client::decode::DecodeJob),
+) {
+    if op & 0x10 == 0 {
+        return;
+    }
+    for mut j in jobs.drain(..).rev() {
+        if op & 0x08 != 0 {
+            j.run();
+        } else if op & 0x20 != 0 {
+            j.lose();
+        }
+        back(j);
+    }
+}

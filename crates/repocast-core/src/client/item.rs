@@ -83,6 +83,8 @@ pub struct ItemRx {
     pub done_report: Option<crate::wire::ClientMsg>,
     /// Symbols held by blocks the driver evicted to disk, per block.
     pub evicted: crate::hash::FastMap<u32, u32>,
+    /// Blocks out as decode jobs (`client::decode`), with the job's id.
+    pub decoding: crate::hash::FastMap<u32, u64>,
 }
 
 impl Default for ItemRx {
@@ -107,6 +109,7 @@ impl ItemRx {
             corrupt_blocks: 0,
             done_report: None,
             evicted: Default::default(),
+            decoding: Default::default(),
         }
     }
 
@@ -119,6 +122,7 @@ impl ItemRx {
         self.manifest = Some(m);
         self.layout = Some(layout);
         self.listen_from = listen_from;
+        self.decoding.clear();
         self.phase = ItemPhase::Receiving;
     }
 
@@ -150,7 +154,8 @@ impl ItemRx {
         let (Some(layout), Some(m)) = (self.layout, self.manifest.as_ref()) else {
             return None;
         };
-        if self.decoded.get(b as usize).is_none_or(|d| *d) {
+        // A block out as a decode job has what it needs.
+        if self.decoded.get(b as usize).is_none_or(|d| *d) || self.decoding.contains_key(&b) {
             return None;
         }
         let lists = m.fec.code.naks_list_ids();

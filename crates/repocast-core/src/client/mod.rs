@@ -18,6 +18,7 @@
 //! the data path (decoders, ARM probes, verified blocks) and `spill` the
 //! memory bound (drivers may evict partial blocks and restore them).
 
+pub mod decode;
 pub mod item;
 mod push;
 mod receive;
@@ -55,6 +56,10 @@ pub struct ClientConfig {
     /// rest of it. Off by default: the simulator's receivers report only at
     /// the end, as in the study.
     pub loss_reports: bool,
+    /// Most blocks out at once as decode jobs for the driver to run off
+    /// its receiving path (`decode`); 0: every block is decoded where its
+    /// last symbol arrives. A driver that sets it must run the jobs.
+    pub decode_jobs: usize,
 }
 
 impl Default for ClientConfig {
@@ -66,6 +71,7 @@ impl Default for ClientConfig {
             token: None,
             end_grace: Duration::from_millis(200),
             loss_reports: false,
+            decode_jobs: 0,
         }
     }
 }
@@ -115,6 +121,10 @@ pub struct ClientStats {
     /// Transmissions taken back up after they seemed to end (another
     /// transmission interrupted them: `reopen`).
     pub reopened: u64,
+    /// Blocks decoded and verified in the driver's jobs (`decode`), off
+    /// the receiving path.
+    #[serde(default)]
+    pub decode_jobs: u64,
 }
 
 /// The client protocol state machine.
@@ -149,6 +159,11 @@ pub struct Client {
     /// Cached earliest deadline; `None` when it must be recomputed. Every
     /// change to a listening or report timer clears it.
     deadline: std::cell::Cell<Option<Option<Instant>>>,
+    /// Decode jobs not yet handed out (`decode`).
+    decode_jobs: VecDeque<decode::DecodeJob>,
+    /// Decode jobs away (queued or handed out), and the last job's id.
+    jobs_away: usize,
+    next_job: u64,
 }
 
 /// Most data packets held while waiting for manifests.
@@ -194,6 +209,9 @@ impl Client {
             push: false,
             timed: Vec::new(),
             deadline: std::cell::Cell::new(None),
+            decode_jobs: VecDeque::new(),
+            jobs_away: 0,
+            next_job: 0,
         }
     }
 

@@ -138,7 +138,7 @@ impl Client {
             self.stats.hints += 1;
             self.outbox.push_back(ClientMsg::Nak(nak));
         }
-        if it.decoded.get(b as usize).is_none_or(|d| *d) {
+        if it.decoded.get(b as usize).is_none_or(|d| *d) || it.decoding.contains_key(&b) {
             return false;
         }
         if payloads && it.decoders.get(b as usize).is_some_and(Option::is_none) {
@@ -154,8 +154,23 @@ impl Client {
         if !dec.add(p.symbol, payload) {
             return false;
         }
-        if let Some(bytes) = dec.try_decode() {
-            self.block_decoded(p.item, b, bytes);
+        if !dec.ready() {
+            return true;
+        }
+        if let Some(dec) = it.decoders[b as usize].take() {
+            if let Err(mut dec) = self.offer_decode(p.item, b, dec) {
+                let bytes = dec.try_decode();
+                if let Some(slot) = self
+                    .items
+                    .get_mut(&p.item)
+                    .and_then(|it| it.decoders.get_mut(b as usize))
+                {
+                    *slot = Some(dec);
+                }
+                if let Some(bytes) = bytes {
+                    self.block_decoded(p.item, b, bytes);
+                }
+            }
         }
         true
     }
@@ -190,6 +205,8 @@ impl Client {
         }
     }
 
+    /// Block `b` of `item` decoded here: checked against its hash, then
+    /// taken ([`Client::block_verified`]) or started over.
     pub(super) fn block_decoded(&mut self, item: ItemId, b: u32, mut bytes: Vec<u8>) {
         let payloads = self.cfg.payloads;
         let Some(it) = self.items.get_mut(&item) else {
@@ -212,6 +229,19 @@ impl Client {
                 return;
             }
         }
+        self.block_verified(item, b, bytes);
+    }
+
+    /// Block `b` of `item` decoded and matching its hash (here or in a
+    /// job): out to the driver, and the item assembled once all are in.
+    pub(super) fn block_verified(&mut self, item: ItemId, b: u32, bytes: Vec<u8>) {
+        let payloads = self.cfg.payloads;
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        let Some(layout) = it.layout else {
+            return;
+        };
         it.decoded[b as usize] = true;
         it.decoders[b as usize] = None;
         it.blocks_left -= 1;

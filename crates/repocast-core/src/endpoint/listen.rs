@@ -307,6 +307,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
 
     /// Starts receiving a complete version.
     fn activate(&mut self, now: Instant, a: Assembly) {
+        let jobs = self.inner.as_ref().map(ClientEndpoint::jobs_out);
         let store = match self.inner.take() {
             Some(i) => {
                 // The old version's items in progress: kept on disk for
@@ -331,6 +332,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
             self.cfg.timeout
         };
         let mut inner = ClientEndpoint::new(now, cfg, store);
+        // Blocks of the old version out as decode jobs come back here.
+        inner.carry_jobs(jobs.unwrap_or_default());
         if let (true, Some(k)) = (a.signed_symbols, self.signer()) {
             inner.expect_signed_symbols(k, a.session);
         }
@@ -409,6 +412,29 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     self.results.insert(o.name.clone(), (h, o));
                 }
             }
+        }
+    }
+
+    /// The next block to decode off the receiving path
+    /// ([`ClientEndpoint::poll_decode`]): run it on any thread, then hand
+    /// it back with [`ListenEndpoint::decoded`].
+    pub fn poll_decode(&mut self) -> Option<crate::client::decode::DecodeJob> {
+        self.inner.as_mut()?.poll_decode()
+    }
+
+    /// A job from [`ListenEndpoint::poll_decode`], back.
+    pub fn decoded(&mut self, now: Instant, job: crate::client::decode::DecodeJob) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.decoded(now, job);
+        }
+        self.drain();
+    }
+
+    /// Runs the decode jobs waiting, here and now, and hands them back.
+    pub fn decode_here(&mut self, now: Instant) {
+        while let Some(mut job) = self.poll_decode() {
+            job.run();
+            self.decoded(now, job);
         }
     }
 

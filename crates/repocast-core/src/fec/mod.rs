@@ -212,8 +212,16 @@ pub trait BlockDecoder: Send {
     /// Missing source ids (meaningful for the exact and XOR codes).
     fn missing(&self) -> Vec<u32>;
     /// Decodes if possible: `Some(block bytes)` in payload mode, `Some(empty)`
-    /// in accounting mode; `None` while more symbols are needed.
+    /// in accounting mode; `None` while more symbols are needed. This is
+    /// where a real code's decoding work is done, so a driver can do it
+    /// off its receiving path (`client::decode`).
     fn try_decode(&mut self) -> Option<Vec<u8>>;
+    /// Whether [`BlockDecoder::try_decode`] has something to try: enough
+    /// symbols held, and (a fountain code) something new since a failed
+    /// attempt.
+    fn ready(&self) -> bool {
+        self.needed() == 0
+    }
     /// Hands over the symbols held so far (id, bytes) and forgets them, so a
     /// driver can keep them on disk; `None` if this decoder cannot (the
     /// XOR and exact baselines, accounting mode, or a block about to decode).

@@ -111,11 +111,11 @@ pub struct RaptorQDecoder {
     k: u32,
     symbol_size: usize,
     held: IdSet,
-    /// Symbols kept until K are held; then raptorq's decoder is built and
-    /// fed. Until then the block can be evicted (spilled to disk).
+    /// Symbols kept until a decode is tried (K held); then raptorq's
+    /// decoder is built and fed. Until then the block can be evicted
+    /// (spilled to disk).
     pending: Vec<(u32, Vec<u8>)>,
     inner: Option<SourceBlockDecoder>,
-    result: Option<Vec<u8>>,
     decoded: bool,
 }
 
@@ -128,7 +128,6 @@ impl RaptorQDecoder {
             held: IdSet::default(),
             pending: Vec::new(),
             inner: None,
-            result: None,
             decoded: false,
         }
     }
@@ -146,23 +145,6 @@ impl BlockDecoder for RaptorQDecoder {
             return false;
         }
         self.pending.push((esi, p.to_vec()));
-        if self.held.len() < self.k {
-            return true;
-        }
-        let (k, t) = (self.k, self.symbol_size as u16);
-        let dec = self
-            .inner
-            .get_or_insert_with(|| SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64));
-        // Every symbol is validated (length, id range, fresh id), so
-        // raptorq's asserts cannot fire.
-        let pkts = self
-            .pending
-            .drain(..)
-            .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
-        if let Some(bytes) = dec.decode(pkts) {
-            self.decoded = true;
-            self.result = Some(bytes);
-        }
         true
     }
 
@@ -174,8 +156,31 @@ impl BlockDecoder for RaptorQDecoder {
         self.held.missing_below(self.k)
     }
 
+    fn ready(&self) -> bool {
+        !self.decoded && self.held.len() >= self.k && !self.pending.is_empty()
+    }
+
+    /// Solves once K symbols are held (the work of a decode, a few
+    /// milliseconds a block); after a failed attempt, again with each
+    /// symbol added since.
     fn try_decode(&mut self) -> Option<Vec<u8>> {
-        self.result.take()
+        if !self.ready() {
+            return None;
+        }
+        let (k, t) = (self.k, self.symbol_size as u16);
+        let dec = self
+            .inner
+            .get_or_insert_with(|| SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64));
+        // Every symbol is validated (length, id range, fresh id), so
+        // raptorq's asserts cannot fire.
+        let pkts = self
+            .pending
+            .drain(..)
+            .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
+        let bytes = dec.decode(pkts)?;
+        self.decoded = true;
+        self.inner = None;
+        Some(bytes)
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {

@@ -19,6 +19,7 @@ use crate::store::{Source, Store};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
 use repocast_core::auth::Verified;
+use repocast_core::client::decode::DecodeJob;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::ClientEndpoint;
 use repocast_core::loss::LossSpec;
@@ -262,6 +263,8 @@ struct Hub<'a> {
     /// The item filter on the shared data socket (None: none set on this
     /// socket yet), so an unchanged union is not set again.
     installed: Option<Option<Vec<ItemId>>>,
+    /// Blocks the requests decode off this task, tagged with their slot.
+    jobs: crate::jobs::Jobs<(u64, DecodeJob)>,
 }
 
 async fn hub(
@@ -278,11 +281,13 @@ async fn hub(
         groups: None,
         stale: false,
         installed: None,
+        jobs: crate::jobs::Jobs::new(),
     };
     let mut dgram = vec![0u8; 65536];
     let mut idle_since = Some(tokio::time::Instant::now());
     let mut alarm = crate::Alarm::default();
     loop {
+        trade(&mut h.slots, &mut h.jobs, start);
         h.service()?;
         if h.slots.is_empty() {
             let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
@@ -313,6 +318,9 @@ async fn hub(
                     let _ = reply.send(h.lend(&names));
                 }
             },
+            Some((id, job)) = h.jobs.done() => {
+                if let Some(s) = h.slot(id) { s.ep.decoded(now(), job) }
+            }
             _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
             _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.receive(Channel::Announce, &mut dgram),
             _ = crate::sleep_until(deadline) => {
@@ -323,6 +331,21 @@ async fn hub(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Hands out every request's blocks ready to decode and takes back those
+/// decoded (a request gone meanwhile drops its own).
+fn trade(slots: &mut [Slot], jobs: &mut crate::jobs::Jobs<(u64, DecodeJob)>, start: StdInstant) {
+    while let Some((id, job)) = jobs.try_done() {
+        if let Some(s) = slots.iter_mut().find(|s| s.id == id) {
+            s.ep.decoded(core_now(start), job);
+        }
+    }
+    for s in slots {
+        while let Some(job) = s.ep.poll_decode() {
+            jobs.start((s.id, job));
         }
     }
 }
@@ -376,6 +399,8 @@ impl Hub<'_> {
                     s.ep.handle_datagram(now, ch, bytes);
                 }
             }
+            // Blocks ready go out at once, not only between batches.
+            trade(&mut self.slots, &mut self.jobs, start);
         }
     }
 

@@ -252,7 +252,7 @@ impl Pump {
         let mut rescan_at: Option<tokio::time::Instant> = None;
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
-        let mut prep = crate::prepare::Preparer::new();
+        let mut prep = crate::jobs::Jobs::new();
         loop {
             self.drain(&mut buf, &prep).await;
             if self.endpoint.is_finished() {
@@ -278,7 +278,11 @@ impl Pump {
         Ok(self.endpoint.stats())
     }
 
-    async fn drain(&mut self, buf: &mut Vec<u8>, prep: &crate::prepare::Preparer) {
+    async fn drain(
+        &mut self,
+        buf: &mut Vec<u8>,
+        prep: &crate::jobs::Jobs<repocast_core::server::encoders::PrepareJob>,
+    ) {
         let now = core_now(self.start);
         while let Some(dest) = self.endpoint.poll_transmit(now, &mut self.source, buf) {
             // Encoders prepared on another core, not in the pump.

@@ -130,6 +130,10 @@ fn receive(
     if n.client.handle_data(now, p) && n.first_useful.is_none() {
         n.first_useful = Some(now);
     }
+    while let Some(mut job) = n.client.poll_decode() {
+        job.run();
+        n.client.decoded(job);
+    }
     *events += 1;
     if n.client.has_pending() {
         touched.push(i);

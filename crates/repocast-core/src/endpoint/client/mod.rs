@@ -352,6 +352,42 @@ impl<S: BlockStore> ClientEndpoint<S> {
         &self.catalogue
     }
 
+    /// The next block to decode off the receiving path
+    /// (`client::decode`): run it on any thread, then hand it back with
+    /// [`ClientEndpoint::decoded`]. Only with `decode_jobs` set.
+    pub fn poll_decode(&mut self) -> Option<crate::client::decode::DecodeJob> {
+        self.client.poll_decode()
+    }
+
+    /// A job from [`ClientEndpoint::poll_decode`], run (or not: it is run
+    /// here then).
+    pub fn decoded(&mut self, now: Instant, job: crate::client::decode::DecodeJob) {
+        self.client.decoded(job);
+        if self.ended.is_none() {
+            self.process(now);
+        }
+    }
+
+    /// Runs the decode jobs waiting, here and now, and hands them back (a
+    /// driver with no other thread to give them to: the simulator).
+    pub fn decode_here(&mut self, now: Instant) {
+        while let Some(mut job) = self.poll_decode() {
+            job.run();
+            self.decoded(now, job);
+        }
+    }
+
+    /// The decode jobs out, for an endpoint that replaces this one.
+    pub fn jobs_out(&self) -> crate::client::decode::JobsOut {
+        self.client.jobs_out()
+    }
+
+    /// Takes over the decode jobs another endpoint handed out (see
+    /// [`crate::client::Client::carry_jobs`]).
+    pub fn carry_jobs(&mut self, j: crate::client::decode::JobsOut) {
+        self.client.carry_jobs(j);
+    }
+
     /// Counters of the state machine.
     pub fn client_stats(&self) -> ClientStats {
         self.client.stats()
