@@ -12,6 +12,7 @@
 #   KEEP=1 tests/netlab.sh          # keep the logs and files
 #   PCAP=/tmp/data.pcap tests/netlab.sh   # record the data channel (tcpdump)
 #   GET_ARGS=--no-share tests/netlab.sh   # more flags for get
+#   SERVE_ARGS='--code rs' tests/netlab.sh   # more flags for serve
 #   SMALL_FILES=0 tests/netlab.sh   # the big file alone (each client's
 #                                   # time is then that file's)
 set -euo pipefail
@@ -40,7 +41,7 @@ fi
 "$BIN" keygen --out "$WORK/server.key" >/dev/null 2>&1
 KEY="$WORK/server.key.pub"
 bash "$LAB" --name "$NAME" exec srv -- "$BIN" serve "$WORK/repo" --interface eth0 --key "$WORK/server.key" \
-  --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" > "$WORK/server.log" 2>&1 &
+  --listen 10.77.0.1:4700 --metrics 10.77.0.1:4703 --rate "$RATE" --scheme "$SCHEME" ${SERVE_ARGS:-} > "$WORK/server.log" 2>&1 &
 BG_PID=$!
 for _ in $(seq 1 100); do
   bash "$LAB" --name "$NAME" exec c1 -- "$BIN" ls --server 10.77.0.1 --trust "$KEY" >/dev/null 2>&1 && break

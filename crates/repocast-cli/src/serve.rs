@@ -60,7 +60,7 @@ pub struct ServeArgs {
     /// MTU, at most a 1,500-byte frame's: 1420 on IPv4 Ethernet].
     #[arg(long)]
     pub symbol_size: Option<u16>,
-    /// Largest source block in symbols [the code's].
+    /// Largest source block in symbols [raptorq: 1000; rs: 1024].
     #[arg(long)]
     pub block_symbols: Option<u32>,
     /// HTTP address for /metrics and /status [127.0.0.1:4703; give 0.0.0.0:4703 to expose it].

@@ -33,8 +33,8 @@
 //!   up to 1,250 symbols ([`push_block_symbols`]), not request mode's
 //!   1,000: with no repair on demand, a lossy listener waits for its
 //!   unluckiest block, and larger blocks narrow that spread. Reed-Solomon
-//!   blocks of up to 1,024 ([`PUSH_RS_BLOCK_SYMBOLS`]), not request mode's
-//!   32, for the same reason.
+//!   blocks of up to 1,024 ([`RS_BLOCK_SYMBOLS`], as `serve`'s), not the
+//!   code's GF(2^8)-era 32, for the same reason.
 //!
 //! A profile gives a [`ServerConfig`], a [`ClientConfig`] and the endpoint
 //! limits; callers change single fields afterwards (rate, seed, channels).
@@ -301,28 +301,47 @@ pub fn push_block_growth(code: CodeKind, max_block: Option<u32>) -> Option<Block
 /// large to make them ahead in memory at the rate (`server::encoders`).
 pub const PUSH_SPOOL_BYTES: u64 = 4 << 30;
 
-/// Largest Reed-Solomon source block push uses unless told otherwise.
+/// Largest Reed-Solomon source block `serve` and `push` use unless told
+/// otherwise.
 ///
 /// SPEC 3.6's small kmax (32) is for codes over GF(2^8), whose blocks
 /// cannot be longer than 255 symbols. `reed-solomon-simd` works over
-/// GF(2^16), so push's Reed-Solomon blocks can be as large as its RaptorQ
-/// ones, and a listener's wait for its unluckiest block shrinks the same
-/// way: with blocks of 32, a 32 MiB file is 740 blocks, and a 5%-loss
-/// listener needs about 1.19x the symbols, a 50% one about 1.48x (the lab
-/// measured 1.24-1.32 and 1.52-1.72). 1,024, not RaptorQ's 1,250: the
-/// decoder transforms a power of two of symbols at least k rounded up to
-/// a power of two plus the 2k repair ids (4,096 up to k = 1,024, 8,192
-/// past it), so blocks of 1,244 cost 1.5 times as much decoding per byte
-/// as blocks of 985-1,024 (docs/benchmarks.md, session 33).
-pub const PUSH_RS_BLOCK_SYMBOLS: u32 = 1024;
+/// GF(2^16), so Reed-Solomon blocks can be as large as RaptorQ's.
+/// - Push: a listener's wait for its unluckiest block shrinks as blocks
+///   grow. With blocks of 32, a 32 MiB file is 740 blocks, and a 5%-loss
+///   listener needs about 1.19x the symbols, a 50% one about 1.48x (the
+///   lab measured 1.24-1.32 and 1.52-1.72; with 1,024, 1.10-1.14 and
+///   1.08-1.12).
+/// - Request mode: a send's margin covers a large block's loss far more
+///   evenly than 32-symbol blocks', which leave many blocks short for the
+///   NAK rounds (the lab's 32 MiB file: 1.34-1.37 of ideal with blocks of
+///   32, 1.14-1.16 with 256, 1.10-1.12 with 1,024, as with RaptorQ).
+///
+/// 1,024, not RaptorQ's 1,000-1,250: the decoder transforms a power of
+/// two of symbols at least k rounded up to a power of two plus the 2k
+/// repair ids (4,096 up to k = 1,024, 8,192 past it), so blocks of 1,244
+/// cost 1.5 times as much decoding per byte as blocks of 985-1,024
+/// (docs/benchmarks.md, session 33). The simulator's own runs keep the
+/// code's default (32), as in the study.
+pub const RS_BLOCK_SYMBOLS: u32 = 1024;
+
+/// The largest source block `serve` uses for `code` unless told
+/// otherwise: [`RS_BLOCK_SYMBOLS`] for Reed-Solomon, the code's default
+/// for the others.
+pub fn serve_block_symbols(code: CodeKind) -> u32 {
+    match code {
+        CodeKind::ReedSolomon => RS_BLOCK_SYMBOLS,
+        other => other.default_block_symbols(),
+    }
+}
 
 /// The largest source block push uses for `code` unless told otherwise:
-/// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, [`PUSH_RS_BLOCK_SYMBOLS`]
-/// for Reed-Solomon, the code's default for the baselines.
+/// [`PUSH_RAPTORQ_BLOCK_SYMBOLS`] for RaptorQ, [`RS_BLOCK_SYMBOLS`] for
+/// Reed-Solomon, the code's default for the baselines.
 pub fn push_block_symbols(code: CodeKind) -> u32 {
     match code {
         CodeKind::RaptorQ => PUSH_RAPTORQ_BLOCK_SYMBOLS,
-        CodeKind::ReedSolomon => PUSH_RS_BLOCK_SYMBOLS,
+        CodeKind::ReedSolomon => RS_BLOCK_SYMBOLS,
         other => other.default_block_symbols(),
     }
 }
@@ -428,7 +447,12 @@ mod tests {
         // Reed-Solomon over GF(2^16): blocks as long as the decoder's
         // work of 4,096 allows, not SPEC 3.6's GF(2^8) kmax.
         let rs = push_block_symbols(CodeKind::ReedSolomon);
-        assert_eq!(rs, PUSH_RS_BLOCK_SYMBOLS);
+        assert_eq!(rs, RS_BLOCK_SYMBOLS);
+        assert_eq!(serve_block_symbols(CodeKind::ReedSolomon), rs);
+        assert_eq!(
+            serve_block_symbols(CodeKind::RaptorQ),
+            Profile::Lan.server().max_block_symbols
+        );
         assert!(rs > CodeKind::ReedSolomon.default_block_symbols());
         assert!(crate::fec::reed_solomon::repair_count(rs) == 2 * rs);
         assert!((rs.next_power_of_two() + 2 * rs).next_power_of_two() <= 4096);

@@ -24,7 +24,7 @@ pub use crate::settings::ServeOptions;
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::server::ServerEndpoint;
-use repocast_core::profile::Profile;
+use repocast_core::profile::{Profile, serve_block_symbols};
 use repocast_core::server::ServerStats;
 use repocast_core::wire::FecParams;
 use repocast_core::wire::control::Channels;
@@ -106,7 +106,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let fec = FecParams {
         code,
         symbol_size,
-        max_block_symbols: opts.max_block.unwrap_or(code.default_block_symbols()),
+        max_block_symbols: opts.max_block.unwrap_or(serve_block_symbols(code)),
     };
     let dir = opts.dir.clone();
     let repo = tokio::task::spawn_blocking(move || Repository::scan(&dir, &fec, None))
