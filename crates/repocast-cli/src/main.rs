@@ -98,6 +98,13 @@ fn main() -> ExitCode {
             return demo::run_virtual(a);
         }
     }
+    if matches!(
+        command,
+        Command::Get(_) | Command::Listen(_) | Command::HostReceiver(_)
+    ) {
+        // Receivers decode blocks on other threads than they receive on.
+        repocast_net::one_malloc_arena();
+    }
     let rt = match runtime(&command) {
         Ok(rt) => rt,
         Err(code) => return code,
