@@ -1,5 +1,6 @@
 //! Encode and decode throughput of every code: K = 1,000 symbols of 1,280
 //! bytes (blocks of the code's own size where it is smaller), 10% loss.
+//! Then one block's decode at the block sizes push and serve choose from.
 //! `cargo bench -p repocast-core --bench codes`
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
@@ -70,5 +71,48 @@ fn bench_codes(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_codes);
+/// Decoding one block at the sizes `push` and `serve` pick from (5% loss,
+/// 1,420-byte symbols: the lab's): Reed-Solomon's decoder transforms a
+/// power of two of symbols at least k rounded up to a power of two plus
+/// its 2k repair ids, so its cost per byte steps up past k = 1,024
+/// (`profile::RS_BLOCK_SYMBOLS`); RaptorQ's for comparison.
+fn bench_block_sizes(c: &mut Criterion) {
+    const T: u16 = 1420;
+    let mut group = c.benchmark_group("block_sizes");
+    group.sample_size(10);
+    for (code, k) in [
+        (CodeKind::ReedSolomon, 985),
+        (CodeKind::ReedSolomon, 1024),
+        (CodeKind::ReedSolomon, 1244),
+        (CodeKind::ReedSolomon, 2048),
+        (CodeKind::RaptorQ, 1250),
+    ] {
+        let mut rng = Rng::new(7);
+        let data: Vec<u8> = (0..k as usize * T as usize)
+            .map(|_| rng.next_u64() as u8)
+            .collect();
+        let mut enc = code.encoder(k, T, data).expect("valid");
+        let (mut received, mut buf, mut id) = (Vec::new(), Vec::new(), 0u32);
+        while received.len() < k as usize + 2 {
+            if !rng.chance(0.05) {
+                enc.symbol(id, &mut buf);
+                received.push((id, buf.clone()));
+            }
+            id += 1;
+        }
+        group.throughput(Throughput::Bytes(k as u64 * T as u64));
+        group.bench_function(format!("{}_decode_k{k}", code.name()), |b| {
+            b.iter(|| {
+                let mut dec = code.decoder(k, T, true, &mut Rng::new(6));
+                for (id, p) in &received {
+                    dec.add(*id, Some(p));
+                }
+                black_box(dec.try_decode())
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_codes, bench_block_sizes);
 criterion_main!(benches);

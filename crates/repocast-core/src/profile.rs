@@ -320,7 +320,7 @@ pub const PUSH_SPOOL_BYTES: u64 = 4 << 30;
 /// 1,024, not RaptorQ's 1,000-1,250: the decoder transforms a power of
 /// two of symbols at least k rounded up to a power of two plus the 2k
 /// repair ids (4,096 up to k = 1,024, 8,192 past it), so blocks of 1,244
-/// cost 1.5 times as much decoding per byte as blocks of 985-1,024
+/// cost 1.6 times as much decoding per byte as blocks of 985-1,024
 /// (docs/benchmarks.md, session 33). The simulator's own runs keep the
 /// code's default (32), as in the study.
 pub const RS_BLOCK_SYMBOLS: u32 = 1024;
