@@ -12,6 +12,7 @@
 #[path = "common/zeros.rs"]
 mod zeros;
 use libfuzzer_sys::fuzz_target;
+use repocast_core::client::decode::DecodeJob;
 use repocast_core::client::{Client, ClientConfig, ClientEvent};
 use repocast_core::fec::CodeKind;
 use repocast_core::fec::layout::Layout;
@@ -25,7 +26,7 @@ fuzz_target!(|data: &[u8]| {
         decode_jobs: if data.len() % 2 == 1 { 2 } else { 0 },
         ..ClientConfig::default()
     });
-    let mut jobs = Vec::new();
+    let mut jobs: Vec<DecodeJob> = Vec::new();
     c.request(Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
     let fec = FecParams {
         code: CodeKind::RaptorQ,
@@ -63,7 +64,7 @@ fuzz_target!(|data: &[u8]| {
         }
         c.handle_timeout(now);
         for mut j in jobs.drain(..).rev() {
-            repocast_core::client::decode::DecodeJob::run(&mut j);
+            j.run();
             c.decoded(j);
         }
         jobs.extend(std::iter::from_fn(|| c.poll_decode()));

@@ -430,12 +430,13 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.drain();
     }
 
-    /// Runs the decode jobs waiting, here and now, and hands them back.
+    /// Runs the decode jobs waiting, here and now, and hands them back
+    /// ([`ClientEndpoint::decode_here`]).
     pub fn decode_here(&mut self, now: Instant) {
-        while let Some(mut job) = self.poll_decode() {
-            job.run();
-            self.decoded(now, job);
+        if let Some(inner) = self.inner.as_mut() {
+            inner.decode_here(now);
         }
+        self.drain();
     }
 
     /// Timers: the receiver's, and the wait for a first catalogue.

@@ -3,7 +3,7 @@
 //! One task owns the endpoint. It sends what `poll_transmit` gives (signed
 //! catalogue pieces to the announcement group, Fcast passes to the data
 //! group, paced by the core), hands the block encoders the core wants
-//! prepared to the blocking pool (`crate::prepare`), sleeps until the
+//! prepared to the blocking pool (`crate::jobs`), sleeps until the
 //! endpoint's next deadline, and publishes counters for `/metrics`. With
 //! `watch` on, changes in the folder (inotify through `notify`, or SIGHUP)
 //! trigger a rescan a second after things go quiet; a changed file set goes
