@@ -24,11 +24,35 @@ use crate::wire::catalogue::{CataloguePiece, ItemHead, MAX_PUSH_ITEMS, split_ite
 use crate::{Instant, SessionId};
 use std::time::Duration;
 
-/// Shortest time between two copies of the catalogue.
+/// Longest time between two copies of the catalogue, unless
+/// [`CATALOGUE_SHARE`] forces a longer one.
 pub const CATALOGUE_PERIOD: Duration = Duration::from_millis(250);
+/// Shortest time between two copies of the catalogue.
+pub const MIN_CATALOGUE_PERIOD: Duration = Duration::from_millis(20);
+/// Copies of the catalogue per cycle of the file set (one pass of every
+/// item at the rate), between [`MIN_CATALOGUE_PERIOD`] and
+/// [`CATALOGUE_PERIOD`]: a listener takes nothing until it has the
+/// catalogue, so for a set that takes less than a few periods to send,
+/// the wait for a copy that gets through its loss would be most of its
+/// time.
+pub const CATALOGUE_COPIES_PER_CYCLE: f64 = 8.0;
 /// Largest share of the rate the catalogue may take; a larger catalogue
 /// is repeated less often.
 pub const CATALOGUE_SHARE: f64 = 0.05;
+
+/// Time between two copies of a catalogue of `bytes` (IP and UDP headers
+/// counted) for a file set whose one pass takes `cycle`, with data sent
+/// at `data_bps`: [`CATALOGUE_COPIES_PER_CYCLE`] a cycle within
+/// [`MIN_CATALOGUE_PERIOD`]..[`CATALOGUE_PERIOD`], and never more than
+/// [`CATALOGUE_SHARE`] of the rate.
+pub fn catalogue_period(bytes: u64, cycle: Duration, data_bps: f64) -> Duration {
+    let wanted = (cycle.as_secs_f64() / CATALOGUE_COPIES_PER_CYCLE).clamp(
+        MIN_CATALOGUE_PERIOD.as_secs_f64(),
+        CATALOGUE_PERIOD.as_secs_f64(),
+    );
+    let share = bytes as f64 * 8.0 / (data_bps.max(1.0) * CATALOGUE_SHARE);
+    Duration::from_secs_f64(wanted.max(share).min(3600.0))
+}
 
 /// Copies of the catalogue a pusher with a target redundancy sends before
 /// it stops.
@@ -227,10 +251,12 @@ impl PushEndpoint {
         let bytes: u64 = pieces.iter().map(|p| p.len() as u64 + 28).sum();
         let data_bps = crate::profile::packet_bits(cfg.symbol_size, false, false) as f64
             / cfg.packet_interval.as_secs_f64().max(1e-9);
-        let period = CATALOGUE_PERIOD
-            .as_secs_f64()
-            .max(bytes as f64 * 8.0 / (data_bps * CATALOGUE_SHARE));
-        let share = bytes as f64 * 8.0 / period / data_bps;
+        let symbols: u64 = sent.iter().map(|&(_, k)| k).sum();
+        let cycle = cfg
+            .packet_interval
+            .saturating_mul(symbols.min(u32::MAX as u64) as u32);
+        let period = catalogue_period(bytes, cycle, data_bps).as_secs_f64();
+        let share = bytes as f64 * 8.0 / period / data_bps.max(1.0);
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
         self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
         self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
@@ -413,5 +439,36 @@ impl PushEndpoint {
                 Transmit::Control(..) => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(d: Duration) -> f64 {
+        d.as_secs_f64() * 1e3
+    }
+
+    #[test]
+    fn the_catalogue_comes_several_times_a_cycle_within_its_bounds() {
+        let (piece, rate) = (1_000u64, 100e6);
+        // One pass of the set: 1 MiB, 4 MiB and 32 MiB at 100 Mbit/s.
+        let cycle = |mib: f64| Duration::from_secs_f64(mib * 8.0 * 1.048_576 / 100.0);
+        assert_eq!(ms(catalogue_period(piece, cycle(1.0), rate)), 20.0);
+        let four = ms(catalogue_period(piece, cycle(4.0), rate));
+        assert!((four - 335.5 / 8.0).abs() < 1.0, "{four}");
+        assert_eq!(ms(catalogue_period(piece, cycle(32.0), rate)), 250.0);
+        // A large catalogue takes at most CATALOGUE_SHARE of the rate,
+        // however small or large the set.
+        for mib in [1.0, 32.0, 1e6] {
+            let p = catalogue_period(1_000_000, cycle(mib), rate);
+            assert!((ms(p) - 1600.0).abs() < 1e-6, "{p:?}");
+        }
+        // So does a small one on a slow link: 1,000 bytes at 1 Mbit/s.
+        let slow = catalogue_period(piece, Duration::ZERO, 1e6);
+        assert!((ms(slow) - 160.0).abs() < 1e-6, "{slow:?}");
+        // No rate at all is a long period, not a panic.
+        assert!(catalogue_period(piece, cycle(1.0), 0.0) >= CATALOGUE_PERIOD);
     }
 }
