@@ -15,6 +15,7 @@
 #   KEEP=1 tests/netlab-push.sh               # keep the logs and files
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
+#   FILES=200 SIZE_MIB=8 tests/netlab-push.sh # a set of 200 files, 8 MiB in all
 #   LISTEN_USER=nobody tests/netlab-push.sh   # listeners without root (their
 #                                             # receive buffer then follows
 #                                             # net.core.rmem_max)
@@ -32,7 +33,24 @@ SCRIPT=netlab-push.sh
 source tests/lab/common.sh
 
 mkdir -p "$WORK/repo"
-head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
+if [ "${FILES:-1}" = 1 ]; then
+  head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
+else
+  # FILES=N: a set of N files (a web site, an update set) of SIZE_MIB in
+  # all, sizes spread log-uniformly over a factor of 100.
+  python3 - "$WORK/repo" "$FILES" "$SIZE_MIB" <<'PY'
+import os, random, sys
+root, n, mib = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+r = random.Random(n)
+w = [10 ** r.uniform(0, 2) for _ in range(n)]
+total = mib * (1 << 20)
+for i, x in enumerate(w):
+    d = os.path.join(root, f"d{i % 7}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, f"f{i:04}.bin"), "wb") as f:
+        f.write(os.urandom(max(1, int(total * x / sum(w)))))
+PY
+fi
 IFS=, read -r -a loss <<< "$LOSSES"
 n=${#loss[@]}
 if ! bash "$LAB" --name "$NAME" up --clients "$n" --client-loss "$LOSSES" >/dev/null 2>"$WORK/netlab.err"; then
@@ -46,7 +64,7 @@ bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0
 BG_PID=$!
 sleep 1.3
 
-bytes=$(stat -c %s "$WORK/repo/big.bin")
+bytes=$(find "$WORK/repo" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 rate_bps=$(lab_rate_bps "$RATE")
 echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
 fail=0
@@ -69,7 +87,7 @@ for run in $(seq 1 "$RUNS"); do
   for c in $(seq 1 "$n"); do
     rc=$(cat "$WORK/c$c.rc")
     ok=yes
-    if [ "$rc" != 0 ] || ! cmp -s "$WORK/repo/big.bin" "$WORK/out$c/big.bin"; then ok=NO; fail=1; fi
+    if [ "$rc" != 0 ] || ! diff -rq --exclude=.repocast "$WORK/repo" "$WORK/out$c" >/dev/null; then ok=NO; fail=1; fi
     drops=$(bash "$LAB" --name "$NAME" exec "c$c" -- cat /proc/net/snmp | awk '/^Udp:/ { if (h) print $6; h = 1 }' || true)
     # The listener's own time, to the millisecond (its --json summary).
     python3 - "$WORK/c$c.json" <<PY

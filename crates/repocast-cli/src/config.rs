@@ -26,7 +26,7 @@
 
 //! `repocast push --config FILE` reads the same way into `PushOptions`
 //! (keys: dir, rate, interface, data_group, announce_group, ttl,
-//! scheduler = "mad" | "flat", popularity, redundancy, code, symbol_size,
+//! scheduler = "mad" | "flat", popularity, redundancy, pass_loss, code, symbol_size,
 //! block_symbols, key, metrics, seed, watch, sign_symbols, sign_copies,
 //! spool_mib).
 

@@ -48,6 +48,14 @@ pub struct PushArgs {
     /// Stop once every file has been sent this many times its size [run until stopped].
     #[arg(long)]
     pub redundancy: Option<f64>,
+    /// The loss each file's pass is sized for: a listener at this loss
+    /// that hears one pass of every file has them all with 90% odds,
+    /// where passes of exactly each file's size leave a file of a large
+    /// set short and its listener waiting a whole cycle for it. Higher
+    /// serves lossier listeners of many files and costs the others; 0 to
+    /// 0.5 [0.05].
+    #[arg(long, value_name = "LOSS")]
+    pub pass_loss: Option<f64>,
     /// Vouch for every data packet in batches signed with the key, so
     /// listeners take no forged symbol (about 2.6% of the rate) [off].
     #[arg(long)]
@@ -139,6 +147,7 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
         o.popularity = a.popularity.clone();
     }
     o.redundancy = a.redundancy.or(o.redundancy);
+    o.pass_loss = a.pass_loss.unwrap_or(o.pass_loss);
     o.sign_symbols |= a.sign_symbols;
     if let Some(n) = a.sign_copies {
         o.sign_copies = n;

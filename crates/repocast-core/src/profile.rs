@@ -176,6 +176,7 @@ impl Profile {
                         weights: Vec::new(),
                     },
                     push_span_bytes: 64 << 20,
+                    push_pass_odds: Some(crate::server::config::PUSH_PASS_ODDS),
                     push_spool_bytes: PUSH_SPOOL_BYTES,
                     prepare_jobs: crate::server::config::PREPARE_JOBS,
                     // What `push` picks on a 1,500-byte IPv4 link (it

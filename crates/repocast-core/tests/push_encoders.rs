@@ -138,6 +138,9 @@ fn passes(setup: Setup) -> Passes {
     cfg.packet_interval = interval;
     cfg.push_span_bytes = budget_blocks * block_bytes as u64;
     cfg.push_spool_bytes = spool.map_or(0, |(b, _, _)| b);
+    // Passes of exactly k symbols a block, so three passes are 3 x blocks
+    // x k packets (not sized for a loss: `PassOdds`).
+    cfg.push_pass_odds = None;
     let fec = FecParams {
         code: cfg.code,
         symbol_size: cfg.symbol_size,

@@ -148,6 +148,10 @@ pub struct ServerConfig {
     /// its repair symbols made ahead (`server::encoders`; every pass still
     /// interleaves all its blocks, SPEC 3.6).
     pub push_span_bytes: u64,
+    /// Push mode: how many symbols a pass of an item gives each block
+    /// (`None`: its source count, SPEC 3.1's MAD page count). See
+    /// [`PassOdds`].
+    pub push_pass_odds: Option<PassOdds>,
     /// Push mode: the most bytes of a streamed item's repair symbols made
     /// ahead that the server keeps in the driver's spool
     /// ([`BlockSource::spool`]; `push --spool-mib`), so each block is read
@@ -228,6 +232,32 @@ pub const REQUEST_ENCODER_BYTES: u64 = 32 << 20;
 /// that loads a block while a send's job runs.
 pub const PREPARE_JOBS: usize = 2;
 
+/// How a push pass sizes each block: enough symbols that a listener at
+/// `loss` that hears one pass of every item of the set has them all with
+/// `odds` (each block gets the B-th root of `odds`, B the blocks of the
+/// whole set; [`crate::policy::odds`]). With no back channel, a listener
+/// short of one symbol of an item waits a whole cycle of the set for its
+/// next pass; with passes of exactly k symbols, a listener of a set of
+/// many small files at 5% loss found nearly every cycle left some item
+/// short, and took two cycles. A pass's extra symbols are fresh ones,
+/// so a listener at a higher loss uses them too; for a set of one file
+/// they only lengthen the pass.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PassOdds {
+    /// The loss the pass is sized for.
+    pub loss: f64,
+    /// The odds, over the whole set, that such a listener needs no
+    /// second pass of any item.
+    pub odds: f64,
+}
+
+/// What [`crate::profile::Profile::Push`] ships: a listener at 5% loss
+/// has every item of the set after one pass of each, with 90% odds.
+pub const PUSH_PASS_ODDS: PassOdds = PassOdds {
+    loss: 0.05,
+    odds: 0.9,
+};
+
 /// Default [`ServerConfig::push_span_bytes`]: 32 MiB.
 pub const PUSH_SPAN_BYTES: u64 = 32 << 20;
 
@@ -281,6 +311,7 @@ impl Default for ServerConfig {
             drop_orphans: false,
             repair_budget: None,
             push_span_bytes: PUSH_SPAN_BYTES,
+            push_pass_odds: None,
             push_spool_bytes: 0,
             encoder_cache_bytes: 0,
             prepare_jobs: 0,

@@ -190,6 +190,8 @@ impl RepairJob {
 pub struct Server {
     cfg: ServerConfig,
     items: Vec<ItemState>,
+    /// Blocks of all items (push passes size their blocks by it).
+    set_blocks: u64,
     names: HashMap<String, ItemId>,
     clients: FastMap<ClientId, ClientState>,
     /// Loss reported by past connections, per address.
@@ -281,6 +283,7 @@ impl Server {
                 failed: None,
             });
         }
+        let set_blocks = states.iter().map(|s| s.layout.blocks() as u64).sum();
         let scheduler = cfg.scheduler.build();
         let mut demand = DemandTable::new(states.len() as u32, scheduler.q_key());
         if cfg.size_ties && !cfg.scheduler.is_push() {
@@ -289,6 +292,7 @@ impl Server {
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
             items: states,
+            set_blocks,
             names,
             clients: FastMap::default(),
             hosts: Default::default(),

@@ -158,6 +158,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         opts.data_group.is_ipv6(),
         opts.redundancy,
     )?;
+    cfg.server.push_pass_odds = options::pass_odds(opts.pass_loss);
     cfg.server.sign_symbols = opts.sign_symbols;
     cfg.server.sign_copies = opts.sign_copies;
     (first.source.spool, cfg.server.push_spool_bytes) = open_spool(&opts);

@@ -10,6 +10,7 @@ use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
 #[cfg(doc)]
 use repocast_core::profile::symbol_size_for_mtu;
+use repocast_core::server::config::{PUSH_PASS_ODDS, PassOdds};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
@@ -51,6 +52,11 @@ pub struct PushOptions {
     /// Stop once every file has been sent this many times its size
     /// (None: run until stopped).
     pub redundancy: Option<f64>,
+    /// The loss a pass of each file is sized for (`--pass-loss`): a
+    /// listener at this loss that hears one pass of every file has them
+    /// all with 90% odds ([`PassOdds`]); 0: passes of exactly each file's
+    /// source symbols.
+    pub pass_loss: f64,
     /// Vouch for every data packet in batches signed with the key, so
     /// listeners take no forged symbol (`--sign-symbols`; about 2.6% of
     /// the rate).
@@ -105,6 +111,7 @@ impl PushOptions {
             scheduler: PushScheduler::Mad,
             popularity: None,
             redundancy: None,
+            pass_loss: p.push_pass_odds.map_or(0.0, |o| o.loss),
             sign_symbols: false,
             sign_copies: repocast_core::endpoint::signing::DEFAULT_COPIES,
             code: p.code,
@@ -132,8 +139,23 @@ impl PushOptions {
         if self.redundancy.is_some_and(|r| !(r > 0.0 && r.is_finite())) {
             return Err(NetError::Setting("redundancy must be a positive number"));
         }
+        if !(0.0..=MAX_PASS_LOSS).contains(&self.pass_loss) {
+            return Err(NetError::Setting("pass loss must be 0 to 0.5"));
+        }
         crate::settings::check_copies(self.sign_copies)
     }
+}
+
+/// Largest `--pass-loss`: past 50% a pass would be more than twice an
+/// item's size ([`repocast_core::policy::odds`] counts no higher).
+pub const MAX_PASS_LOSS: f64 = 0.5;
+
+/// The [`PassOdds`] a pass loss ships with (None for 0).
+pub fn pass_odds(loss: f64) -> Option<PassOdds> {
+    (loss > 0.0).then_some(PassOdds {
+        loss,
+        odds: PUSH_PASS_ODDS.odds,
+    })
 }
 
 /// The announcement group that goes with a data group given alone: the
@@ -144,4 +166,24 @@ pub fn announce_group_for(data: SocketAddr) -> SocketAddr {
         IpAddr::V6(v6) => IpAddr::V6(std::net::Ipv6Addr::from(u128::from(v6).wrapping_add(1))),
     };
     SocketAddr::new(ip, data.port().wrapping_add(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pass_loss_is_checked_and_shipped() {
+        let mut o = PushOptions::new(PathBuf::from("site"));
+        assert_eq!(o.pass_loss, PUSH_PASS_ODDS.loss);
+        assert!(o.validate().is_ok());
+        for bad in [-0.1, 0.51, f64::NAN] {
+            o.pass_loss = bad;
+            assert!(o.validate().is_err(), "{bad} accepted");
+        }
+        assert_eq!(pass_odds(0.0), None);
+        assert_eq!(pass_odds(0.2).map(|p| p.loss), Some(0.2));
+        let o: PushOptions = toml::from_str("dir = \"site\"\npass_loss = 0.2").expect("toml");
+        assert_eq!(o.pass_loss, 0.2);
+    }
 }
