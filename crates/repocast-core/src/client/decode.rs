@@ -74,8 +74,7 @@ impl DecodeJob {
         self.outcome = match self.decoder.try_decode() {
             None => DecodeOutcome::Short,
             Some(mut b) => {
-                b.truncate(self.len);
-                let ok = *blake3::hash(&b).as_bytes() == self.hash;
+                let ok = block_matches(&mut b, self.len, &self.hash);
                 self.bytes = b;
                 if ok {
                     DecodeOutcome::Verified
@@ -105,6 +104,14 @@ impl DecodeJob {
     pub fn outcome(&self) -> DecodeOutcome {
         self.outcome
     }
+}
+
+/// Cuts a decoded block's `bytes` to its length (the last block is
+/// short) and checks them against its hash: in a job, or where the
+/// block's last symbol arrived.
+pub(super) fn block_matches(bytes: &mut Vec<u8>, len: usize, hash: &[u8; 32]) -> bool {
+    bytes.truncate(len);
+    blake3::hash(bytes).as_bytes() == hash
 }
 
 impl Client {
