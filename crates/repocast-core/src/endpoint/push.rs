@@ -330,6 +330,13 @@ impl PushEndpoint {
             })
     }
 
+    /// How far behind `now` the catalogue's schedule is kept: the data
+    /// pacer's burst.
+    fn catch_up(&self) -> Duration {
+        let s = &self.cfg.server;
+        s.packet_interval.saturating_mul(s.burst.max(1))
+    }
+
     /// Whether the target redundancy of data has been sent (never
     /// without one).
     fn data_done(&self) -> bool {
@@ -390,13 +397,15 @@ impl PushEndpoint {
         if now >= self.piece_at && !self.pieces.is_empty() {
             let i = (self.pieces_sent % self.pieces.len() as u64) as usize;
             buf.extend_from_slice(&self.pieces[i]);
-            // Behind (a stalled driver): go on from now, not in a burst.
+            // A driver that wakes late (timer granularity, a busy CPU)
+            // still owes the pieces it missed, up to the data's burst, as
+            // the data pacer does: with pieces a fraction of a millisecond
+            // apart, going on from `now` would send one piece per wake-up.
             let next = self.piece_at + self.piece_gap;
-            self.piece_at = if next < now {
-                now + self.piece_gap
-            } else {
-                next
-            };
+            let floor = now
+                .as_nanos()
+                .saturating_sub(self.catch_up().as_nanos() as u64);
+            self.piece_at = next.max(Instant::from_nanos(floor));
             self.stats.catalogue_pieces += 1;
             self.pieces_sent += 1;
             return Some(Dest::Announce);
