@@ -496,116 +496,152 @@ mod catalogue_pieces {
     use repocast_core::auth::{self, Identity};
     use repocast_core::fec::CodeKind;
     use repocast_core::wire::FecParams;
-    use repocast_core::wire::catalogue::{CataloguePiece, ItemHead, PIECE_TARGET, split_item};
+    use repocast_core::wire::catalogue::{
+        CataloguePiece, ItemHead, PIECE_TARGET, PieceEntry, pack, split_item,
+    };
     use repocast_core::{ItemId, SessionId};
 
-    fn base(items: u32, item: u32) -> CataloguePiece {
+    fn base(items: u32, signed_symbols: bool) -> CataloguePiece {
         CataloguePiece {
             signer: Identity::from_seed([1; 32]).public().to_bytes(),
             version: 42,
             session: SessionId(7),
             items,
-            item: ItemId(item),
-            part: 0,
-            parts: 1,
-            first_block: 0,
-            head: None,
-            hashes: Vec::new(),
-            // Both values of the flag go through the round trips.
-            signed_symbols: item % 2 == 1,
+            signed_symbols,
+            entries: Vec::new(),
         }
     }
 
-    /// An empty version (an empty folder) is one piece: items 0, item 0,
-    /// part 0 of 1, no head, no hashes; anything more in it is refused.
-    #[test]
-    fn an_empty_catalogue_is_one_bare_piece() {
-        let empty = base(0, 0);
-        let mut buf = Vec::new();
-        empty.emit(&mut buf);
-        assert_eq!(CataloguePiece::parse(&buf), Ok(empty.clone()));
-        let head = ItemHead {
-            name: "x".into(),
-            size: 1,
-            hash: [0; 32],
+    fn head(name: &str, size: u64) -> ItemHead {
+        ItemHead {
+            name: name.into(),
+            size,
+            hash: [9; 32],
             fec: FecParams {
                 code: CodeKind::RaptorQ,
                 symbol_size: 1280,
                 max_block_symbols: 1000,
             },
             mode: 0o644,
-            mtime: 0,
+            mtime: 1_700_000_000,
+        }
+    }
+
+    fn entry(item: u32, part: u16, parts: u16, head: Option<ItemHead>) -> PieceEntry {
+        PieceEntry {
+            item: ItemId(item),
+            part,
+            parts,
+            first_block: 0,
+            head,
+            hashes: Vec::new(),
+        }
+    }
+
+    fn parses(p: &CataloguePiece) -> bool {
+        let mut buf = Vec::new();
+        p.emit(&mut buf);
+        CataloguePiece::parse(&buf).is_ok_and(|q| &q == p)
+    }
+
+    /// An empty version (an empty folder) is one piece with no entries;
+    /// an entry in it, or a piece of a non-empty version with none, is
+    /// refused, and so is an entry that breaks the part rules.
+    #[test]
+    fn an_empty_catalogue_is_one_bare_piece_and_entries_keep_their_rules() {
+        let empty = pack(&base(0, false), Vec::new());
+        assert_eq!(empty.len(), 1);
+        assert!(parses(&empty[0]));
+        let with = |items: u32, entries: Vec<PieceEntry>| CataloguePiece {
+            entries,
+            ..base(items, true)
         };
+        assert!(parses(&with(2, vec![entry(0, 0, 1, Some(head("a", 1)))])));
         let bad = [
-            CataloguePiece {
-                item: ItemId(1),
-                ..empty.clone()
-            },
-            CataloguePiece {
-                parts: 2,
-                ..empty.clone()
-            },
-            CataloguePiece {
-                head: Some(head),
-                ..empty.clone()
-            },
-            CataloguePiece {
-                hashes: vec![[1; 32]],
-                ..empty.clone()
-            },
-            CataloguePiece {
-                first_block: 3,
-                ..empty.clone()
-            },
+            with(0, vec![entry(0, 0, 1, None)]),
+            with(1, Vec::new()),
+            // The item is outside the version.
+            with(1, vec![entry(1, 0, 1, Some(head("a", 1)))]),
+            // Part 0 without its head, a later part with one, part past parts.
+            with(1, vec![entry(0, 0, 1, None)]),
+            with(1, vec![entry(0, 1, 2, Some(head("a", 1)))]),
+            with(1, vec![entry(0, 2, 2, None)]),
+            // One good entry does not carry a bad one.
+            with(
+                2,
+                vec![entry(0, 0, 1, Some(head("a", 1))), entry(1, 0, 1, None)],
+            ),
         ];
         for (i, p) in bad.iter().enumerate() {
             let mut buf = Vec::new();
             p.emit(&mut buf);
             assert!(CataloguePiece::parse(&buf).is_err(), "case {i}");
         }
-        // A non-empty version still needs a head on part 0.
-        let mut buf = Vec::new();
-        base(1, 0).emit(&mut buf);
-        assert!(CataloguePiece::parse(&buf).is_err());
+    }
+
+    /// Small files share pieces: 1,000 one-block files with 20-byte names
+    /// take under a tenth as many pieces as files, and a one-block file
+    /// carries no block hash (its block's is the item's).
+    #[test]
+    fn small_files_share_pieces() {
+        let entries: Vec<PieceEntry> = (0..1000u32)
+            .flat_map(|i| {
+                let h = head(&format!("site/page-{i:06}.html"), 5_000);
+                let hash = h.hash;
+                split_item(ItemId(i), h, &[hash])
+            })
+            .collect();
+        assert!(entries.iter().all(|e| e.hashes.is_empty()));
+        let pieces = pack(&base(1000, false), entries);
+        assert!(pieces.len() < 100, "{} pieces", pieces.len());
+        assert!(pieces.iter().all(parses));
     }
 
     proptest! {
-        /// Any item's description splits into signed pieces that each
-        /// parse back alone, stay near the datagram target, and together
-        /// carry every block hash once, in order.
+        /// Any set of items' descriptions splits and packs into signed
+        /// pieces that each parse back alone, stay near the datagram
+        /// target, and together carry every item's head once and every
+        /// block hash once, in order.
         #[test]
-        fn items_split_into_pieces_that_parse_alone(
-            name in "[a-z/]{1,200}",
-            blocks in 0usize..400,
-            size in 0u64..1 << 40,
+        fn items_pack_into_pieces_that_parse_alone(
+            items in proptest::collection::vec(("[a-z/]{1,200}", 0usize..400, 0u64..1 << 40), 1..12),
         ) {
             let id = Identity::from_seed([1; 32]);
-            let hashes: Vec<[u8; 32]> = (0..blocks).map(|i| [i as u8; 32]).collect();
-            let head = ItemHead {
-                name,
-                size,
-                hash: [9; 32],
-                fec: FecParams { code: CodeKind::RaptorQ, symbol_size: 1280, max_block_symbols: 1000 },
-                mode: 0o644,
-                mtime: 1_700_000_000,
+            let n = items.len() as u32;
+            let hashes = |i: usize, blocks: usize| -> Vec<[u8; 32]> {
+                (0..blocks).map(|b| [(i * 7 + b) as u8 | 1; 32]).collect()
             };
-            let pieces = split_item(&base(3, 2), head.clone(), &hashes);
-            let mut got = Vec::new();
-            for (i, p) in pieces.iter().enumerate() {
+            let entries: Vec<PieceEntry> = (items.iter().enumerate())
+                .flat_map(|(i, (name, blocks, size))| {
+                    split_item(ItemId(i as u32), head(name, *size), &hashes(i, *blocks))
+                })
+                .collect();
+            let pieces = pack(&base(n, true), entries);
+            let mut got: Vec<Vec<[u8; 32]>> = vec![Vec::new(); items.len()];
+            let mut heads = vec![0; items.len()];
+            for p in &pieces {
                 let mut buf = Vec::new();
                 p.emit(&mut buf);
                 auth::sign_catalogue(&id, &mut buf);
+                // Only an entry with a long name goes past the target.
+                prop_assert!(buf.len() <= PIECE_TARGET || p.entries.len() == 1);
                 prop_assert!(buf.len() <= PIECE_TARGET + 300);
                 let (key, body) = auth::open_catalogue(&auth::Verified::new(), &buf).expect("signed");
                 prop_assert_eq!(key, id.public());
                 let q = CataloguePiece::parse(body).expect("parses");
                 prop_assert_eq!(&q, p);
-                prop_assert_eq!(q.part as usize, i);
-                prop_assert_eq!(q.head.is_some(), i == 0);
-                prop_assert_eq!(q.first_block as usize, got.len());
-                got.extend(q.hashes);
+                for e in q.entries {
+                    let i = e.item.0 as usize;
+                    prop_assert_eq!(e.head.is_some(), e.part == 0);
+                    heads[i] += e.head.is_some() as usize;
+                    prop_assert_eq!(e.first_block as usize, got[i].len());
+                    got[i].extend(e.hashes);
+                }
             }
-            prop_assert_eq!(got, hashes);
+            prop_assert!(heads.iter().all(|&h| h == 1));
+            for (i, (_, blocks, _)) in items.iter().enumerate() {
+                prop_assert_eq!(&got[i], &hashes(i, *blocks));
+            }
         }
 
         /// Bytes from anyone never panic the piece parser or the signature
@@ -616,7 +652,7 @@ mod catalogue_pieces {
             let _ = auth::open_catalogue(&auth::Verified::new(), &bytes);
             let id = Identity::from_seed([1; 32]);
             let mut buf = Vec::new();
-            base(1, 0).emit(&mut buf);
+            CataloguePiece { entries: vec![entry(0, 0, 1, Some(head("a", 1)))], ..base(1, false) }.emit(&mut buf);
             auth::sign_catalogue(&id, &mut buf);
             let i = at % buf.len();
             buf[i] ^= 1;

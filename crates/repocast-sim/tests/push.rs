@@ -133,15 +133,16 @@ fn a_small_file_is_not_held_up_by_lost_catalogue_copies() {
 }
 
 /// A pusher whose driver wakes late still sends the catalogue as often as
-/// one woken on time. A catalogue of many small files has pieces a
-/// fraction of a millisecond apart; going on from each wake-up sent one
-/// piece per wake-up (in the lab, 1,000 files: one copy every 1.3 s
-/// instead of every 0.45 s, and a 50% listener took 10-15x the ideal).
+/// one woken on time. A large catalogue takes its share of the rate in
+/// pieces a few milliseconds apart or less; going on from each wake-up
+/// sent one piece per wake-up (in the lab, 1,000 files, a piece each, at
+/// 100 Mbit/s: one copy every 1.3 s instead of every 0.45 s, and a 50%
+/// listener took 10-15x the ideal).
 #[test]
 fn a_late_driver_still_sends_the_catalogue_at_its_rate() {
     let seed = seed_or(7);
-    let files: Vec<(String, Vec<u8>)> = (0..400u64)
-        .map(|i| (format!("site/f{i:04}.bin"), bytes(2_000, seed + i)))
+    let files: Vec<(String, Vec<u8>)> = (0..4000u64)
+        .map(|i| (format!("site/f{i:04}.bin"), bytes(200, seed + i)))
         .collect();
     let cfg = config();
     let (items, mut source) = push_items(&files, |size| cfg.server.item_fec(size)).expect("items");
@@ -164,7 +165,7 @@ fn a_late_driver_still_sends_the_catalogue_at_its_rate() {
     let punctual = pieces(None);
     let late = pieces(Some(Duration::from_millis(4)));
     eprintln!("pieces in 2 s: punctual {punctual}, polled every 4 ms {late}");
-    assert!(punctual > 2_000, "{punctual} pieces in 2 s");
+    assert!(punctual > 800, "{punctual} pieces in 2 s");
     assert!(
         late as f64 > 0.97 * punctual as f64,
         "{late} against {punctual}"
@@ -626,10 +627,12 @@ fn a_listener_naming_files_starts_before_the_whole_catalogue() {
         now = p.poll_timeout().expect("a running pusher has a deadline");
     }
     let [one, two, glob, missing] = [0, 1, 2, 3].map(|i| started[i].expect("started"));
-    // A copy of the catalogue is a piece per file here: the wildcard
-    // waits for all 400; one named file, only for its own.
-    assert!(glob >= 400, "a full copy is {glob} pieces");
-    assert!(one < 100 && two < glob, "{one} / {two} against {glob}");
+    // The wildcard waits for a whole copy of the catalogue; one named
+    // file, only for its own piece (the first: pieces go in item order).
+    let copy = p.catalogue_len() as u64;
+    assert!(copy >= 20, "{copy} pieces a copy");
+    assert!(glob >= copy, "a full copy is {copy} pieces: {glob}");
+    assert!(one < copy / 4 && two < glob, "{one} / {two} against {glob}");
     assert!(
         missing >= glob,
         "a name not found waits for every head: {missing}"

@@ -10,7 +10,7 @@
 
 use crate::fec::layout::Layout;
 use crate::wire::ManifestEntry;
-use crate::wire::catalogue::{CataloguePiece, ItemHead};
+use crate::wire::catalogue::{CataloguePiece, ItemHead, PieceEntry};
 use crate::{ItemId, SessionId};
 use std::collections::BTreeMap;
 
@@ -79,8 +79,20 @@ impl Assembly {
                 "item count, session or signing",
             ));
         }
-        if let Some(h) = &p.head {
-            if !self.heads.contains_key(&p.item) {
+        for e in &p.entries {
+            self.add_entry(e, &select)?;
+        }
+        Ok(())
+    }
+
+    /// Takes one entry of a piece.
+    fn add_entry(
+        &mut self,
+        e: &PieceEntry,
+        select: &impl Fn(&str) -> bool,
+    ) -> Result<(), AssemblyError> {
+        if let Some(h) = &e.head {
+            if !self.heads.contains_key(&e.item) {
                 let wanted = select(&h.name);
                 let blocks = match Layout::new(h.size, &h.fec) {
                     Ok(l) => l.blocks() as usize,
@@ -91,27 +103,32 @@ impl Assembly {
                     return Err(AssemblyError::TooLarge);
                 }
                 self.bytes += cost;
-                self.heads.insert(p.item, h.clone());
+                self.heads.insert(e.item, h.clone());
                 if wanted {
-                    self.wanted.insert(
-                        p.item,
-                        Hashes {
-                            hashes: vec![[0; 32]; blocks],
-                            have: vec![false; blocks],
-                            left: blocks,
-                        },
-                    );
+                    let mut w = Hashes {
+                        hashes: vec![[0; 32]; blocks],
+                        have: vec![false; blocks],
+                        left: blocks,
+                    };
+                    // An item of one block: its block's hash is the item's
+                    // (the pusher sends no other).
+                    if blocks == 1 {
+                        w.hashes[0] = h.hash;
+                        w.have[0] = true;
+                        w.left = 0;
+                    }
+                    self.wanted.insert(e.item, w);
                 }
             }
         }
         // Hashes of an item whose head has not come yet are dropped: they
         // come again with the next copy of the catalogue.
-        if let Some(w) = self.wanted.get_mut(&p.item) {
-            let from = p.first_block as usize;
-            if from + p.hashes.len() > w.hashes.len() {
+        if let Some(w) = self.wanted.get_mut(&e.item) {
+            let from = e.first_block as usize;
+            if from + e.hashes.len() > w.hashes.len() {
                 return Err(AssemblyError::Inconsistent("block count"));
             }
-            for (i, h) in p.hashes.iter().enumerate() {
+            for (i, h) in e.hashes.iter().enumerate() {
                 if !w.have[from + i] {
                     w.have[from + i] = true;
                     w.hashes[from + i] = *h;

@@ -20,7 +20,7 @@ use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
 use crate::wire::FecParams;
-use crate::wire::catalogue::{CataloguePiece, ItemHead, MAX_PUSH_ITEMS, split_item};
+use crate::wire::catalogue::{CataloguePiece, ItemHead, MAX_PUSH_ITEMS, pack, split_item};
 use crate::{Instant, SessionId};
 use std::time::Duration;
 
@@ -201,23 +201,10 @@ impl PushEndpoint {
             version,
             session,
             items: items.len() as u32,
-            item: crate::ItemId(0),
-            part: 0,
-            parts: 1,
-            first_block: 0,
-            head: None,
-            hashes: Vec::new(),
             signed_symbols: self.cfg.server.sign_symbols,
+            entries: Vec::new(),
         };
-        let mut pieces = Vec::new();
-        if items.is_empty() {
-            // An empty folder is a version too: listeners learn the signer
-            // and that there is nothing to fetch.
-            let mut buf = Vec::new();
-            base.emit(&mut buf);
-            auth::sign_catalogue(&self.identity, &mut buf);
-            pieces.push(buf);
-        }
+        let mut entries = Vec::new();
         let mut sent = Vec::with_capacity(items.len());
         for (i, it) in items.iter().enumerate() {
             let fec = self.cfg.server.item_fec(it.info.size);
@@ -233,17 +220,23 @@ impl PushEndpoint {
                 .map(|l| l.symbols())
                 .unwrap_or(0);
             sent.push((0, symbols));
-            let b = CataloguePiece {
-                item: crate::ItemId(i as u32),
-                ..base.clone()
-            };
-            for p in split_item(&b, head, &it.info.block_hashes) {
+            entries.extend(split_item(
+                crate::ItemId(i as u32),
+                head,
+                &it.info.block_hashes,
+            ));
+        }
+        // Many small files share a piece; an empty folder is a version
+        // too, one piece with no entries: listeners learn the signer and
+        // that there is nothing to fetch.
+        let pieces: Vec<Vec<u8>> = (pack(&base, entries).iter())
+            .map(|p| {
                 let mut buf = Vec::new();
                 p.emit(&mut buf);
                 auth::sign_catalogue(&self.identity, &mut buf);
-                pieces.push(buf);
-            }
-        }
+                buf
+            })
+            .collect();
         let mut cfg = self.cfg.server.clone();
         cfg.session = session;
         // The catalogue's bytes come out of the data rate, and it is sent
@@ -294,6 +287,11 @@ impl PushEndpoint {
     /// The catalogue version on air.
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// Pieces in one copy of the catalogue on air.
+    pub fn catalogue_len(&self) -> usize {
+        self.pieces.len()
     }
 
     /// The signer's public key.

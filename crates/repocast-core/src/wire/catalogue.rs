@@ -4,13 +4,16 @@
 //! announcement group alone. The catalogue of one version is cut into
 //! pieces, each a datagram that stands on its own: it names the signer,
 //! the catalogue version and the session its data packets carry, how many
-//! items the version has, and one part of one item: part 0 carries the
-//! item's head (name, size, hash, FEC parameters, mode and mtime) and
-//! the first block hashes, later parts the rest of its block hashes. Every
-//! piece ends with the signer's Ed25519 signature over all that comes
-//! before it ([`crate::auth::sign_catalogue`]), so a listener checks each
-//! piece alone, accepts nothing forged, and takes nothing from a version
-//! older than one it has seen. The byte layout is in `docs/protocol.md`.
+//! items the version has, and carries entries, each one part of one item:
+//! part 0 carries the item's head (name, size, hash, FEC parameters, mode
+//! and mtime) and the first block hashes, later parts the rest of its
+//! block hashes. A piece packs as many entries as fit a datagram, so a
+//! set of many small files takes a few pieces per copy of its catalogue,
+//! not one per file. Every piece ends with the signer's Ed25519 signature
+//! over all that comes before it ([`crate::auth::sign_catalogue`]), so a
+//! listener checks each piece alone, accepts nothing forged, and takes
+//! nothing from a version older than one it has seen. The byte layout is
+//! in `docs/protocol.md`.
 
 use super::codec::{Reader, Writer, check_max};
 use super::manifest::{FecParams, MAX_BLOCKS, MAX_ITEM_SIZE, MAX_NAME_LEN};
@@ -20,14 +23,18 @@ use crate::{ItemId, SessionId};
 
 /// Most items one catalogue version may list.
 pub const MAX_PUSH_ITEMS: u32 = 1 << 20;
-/// Bytes a piece aims at (it fits a 1,500-byte MTU with IP and UDP
-/// headers); only a piece whose item name is very long is larger.
-pub const PIECE_TARGET: usize = 1200;
-/// Bytes of a piece before its item's part: header, signer, version,
-/// session, item count, item, part, parts, first block, flags, hash count.
-pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 4 + 2 + 2 + 4 + 1 + 2;
+/// Bytes a piece aims at, its signature included (it fits a 1,500-byte
+/// MTU with IPv6 and UDP headers); only a piece whose item name is very
+/// long is larger.
+pub const PIECE_TARGET: usize = 1400;
+/// Bytes of a piece before its entries: header, signer, version,
+/// session, item count, flags, entry count.
+pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 1 + 2;
+/// Bytes of an entry before its head and hashes: item, part, parts, first
+/// block, flags, hash count.
+pub const ENTRY_FIXED: usize = 4 + 2 + 2 + 4 + 1 + 2;
 
-/// An item's description in the catalogue (part 0 of its pieces).
+/// An item's description in the catalogue (part 0 of its entries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemHead {
     /// Its relative path.
@@ -44,6 +51,24 @@ pub struct ItemHead {
     pub mtime: i64,
 }
 
+/// One part of one item's description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PieceEntry {
+    /// The item it describes.
+    pub item: ItemId,
+    /// Which of the item's parts this is.
+    pub part: u16,
+    /// How many parts the item has.
+    pub parts: u16,
+    /// The block whose hash comes first in `hashes`.
+    pub first_block: u32,
+    /// The item's head (part 0 only).
+    pub head: Option<ItemHead>,
+    /// Block hashes from `first_block` on. An item of one block carries
+    /// none: its block's hash is the item's.
+    pub hashes: Vec<[u8; 32]>,
+}
+
 /// One signed piece of a catalogue version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CataloguePiece {
@@ -55,24 +80,15 @@ pub struct CataloguePiece {
     pub session: SessionId,
     /// Items in this version.
     pub items: u32,
-    /// The item this piece describes.
-    pub item: ItemId,
-    /// Which of the item's parts this is.
-    pub part: u16,
-    /// How many parts the item has.
-    pub parts: u16,
-    /// The block whose hash comes first in `hashes`.
-    pub first_block: u32,
-    /// The item's head (part 0 only).
-    pub head: Option<ItemHead>,
-    /// Block hashes from `first_block` on.
-    pub hashes: Vec<[u8; 32]>,
     /// The version's data packets are vouched for by symbol batches the
     /// signer signs (`crate::wire::batch`): a listener takes no other.
     pub signed_symbols: bool,
+    /// Parts of items' descriptions: at least one, none only in an empty
+    /// version's one piece.
+    pub entries: Vec<PieceEntry>,
 }
 
-/// Piece flags: the piece carries its item's head.
+/// Entry flags: the entry carries its item's head.
 const FLAG_HEAD: u8 = 1;
 /// Piece flags: the version's data packets are signed in batches.
 const FLAG_SIGNED_SYMBOLS: u8 = 2;
@@ -92,146 +108,175 @@ impl CataloguePiece {
         let session = SessionId(r.u32()?);
         let items = r.u32()?;
         check_max("items", items as u64, MAX_PUSH_ITEMS as u64)?;
-        let item = r.u32()?;
-        // An empty version is one piece: item 0, part 0 of 1, no head.
-        let empty = items == 0;
-        if item >= items && !(empty && item == 0) {
-            return Err(WireError::OutOfRange {
-                field: "item",
-                value: item as u64,
-            });
-        }
-        let (part, parts) = (r.u16()?, r.u16()?);
-        if part >= parts {
-            return Err(WireError::OutOfRange {
-                field: "part",
-                value: part as u64,
-            });
-        }
-        let first_block = r.u32()?;
-        check_max("first block", first_block as u64, MAX_BLOCKS as u64)?;
         let flags = r.u8()?;
-        if flags & !(FLAG_HEAD | FLAG_SIGNED_SYMBOLS) != 0 {
+        if flags & !FLAG_SIGNED_SYMBOLS != 0 {
             return Err(WireError::OutOfRange {
                 field: "piece flags",
                 value: flags as u64,
             });
         }
-        let head = match flags & FLAG_HEAD {
-            0 => None,
-            _ => {
-                let name = r.string("item name", MAX_NAME_LEN)?;
-                let size = r.u64()?;
-                check_max("item size", size, MAX_ITEM_SIZE)?;
-                let hash = r.hash()?;
-                let fec = FecParams::parse_body(&mut r)?;
-                let mode = r.u32()?;
-                let mtime = r.u64()? as i64;
-                Some(ItemHead {
-                    name,
-                    size,
-                    hash,
-                    fec,
-                    mode,
-                    mtime,
-                })
-            }
-        };
-        // Part 0 carries the head; an empty version's one piece carries none.
-        let head_ok = if empty {
-            head.is_none() && parts == 1
-        } else {
-            (part == 0) == head.is_some()
-        };
-        if !head_ok {
-            return Err(WireError::OutOfRange {
-                field: "piece head",
-                value: part as u64,
-            });
-        }
         let n = r.u16()? as usize;
-        if n.saturating_mul(32) > r.remaining() {
+        // An empty version is one piece with no entries; any other piece
+        // has at least one, each at least ENTRY_FIXED bytes.
+        if (items == 0) != (n == 0) || n.saturating_mul(ENTRY_FIXED) > r.remaining() {
             return Err(WireError::OutOfRange {
-                field: "block hashes",
+                field: "piece entries",
                 value: n as u64,
             });
         }
-        let mut hashes = Vec::with_capacity(n);
+        let mut entries = Vec::with_capacity(n);
         for _ in 0..n {
-            hashes.push(r.hash()?);
+            entries.push(parse_entry(&mut r, items)?);
         }
-        check_max(
-            "block hashes",
-            first_block as u64 + n as u64,
-            if empty { 0 } else { MAX_BLOCKS as u64 },
-        )?;
         r.finish()?;
         Ok(CataloguePiece {
             signer,
             version,
             session,
             items,
-            item: ItemId(item),
-            part,
-            parts,
-            first_block,
-            head,
-            hashes,
             signed_symbols: flags & FLAG_SIGNED_SYMBOLS != 0,
+            entries,
         })
     }
 
     /// Appends the piece's bytes (to be signed) to `buf`.
     pub fn emit(&self, buf: &mut Vec<u8>) {
         let mut w = Writer::with_header(buf, kind::CATALOGUE_PIECE);
-        w.bytes(&self.signer)
-            .u64(self.version)
-            .u32(self.session.0)
-            .u32(self.items)
-            .u32(self.item.0)
-            .u16(self.part)
-            .u16(self.parts)
-            .u32(self.first_block);
-        let signed = if self.signed_symbols {
+        let flags = if self.signed_symbols {
             FLAG_SIGNED_SYMBOLS
         } else {
             0
         };
-        match &self.head {
-            None => {
-                w.u8(signed);
+        let n = self.entries.len().min(u16::MAX as usize);
+        w.bytes(&self.signer)
+            .u64(self.version)
+            .u32(self.session.0)
+            .u32(self.items)
+            .u8(flags)
+            .u16(n as u16);
+        for e in &self.entries[..n] {
+            w.u32(e.item.0).u16(e.part).u16(e.parts).u32(e.first_block);
+            match &e.head {
+                None => {
+                    w.u8(0);
+                }
+                Some(h) => {
+                    w.u8(FLAG_HEAD).string(&h.name).u64(h.size).bytes(&h.hash);
+                    h.fec.emit_body(&mut w);
+                    w.u32(h.mode).u64(h.mtime as u64);
+                }
             }
-            Some(h) => {
-                w.u8(FLAG_HEAD | signed)
-                    .string(&h.name)
-                    .u64(h.size)
-                    .bytes(&h.hash);
-                h.fec.emit_body(&mut w);
-                w.u32(h.mode).u64(h.mtime as u64);
+            w.u16(e.hashes.len().min(u16::MAX as usize) as u16);
+            for h in e.hashes.iter().take(u16::MAX as usize) {
+                w.bytes(h);
             }
-        }
-        w.u16(self.hashes.len().min(u16::MAX as usize) as u16);
-        for h in self.hashes.iter().take(u16::MAX as usize) {
-            w.bytes(h);
         }
     }
 }
 
-/// Bytes of an item's head in a piece.
+/// One entry of a piece of a version of `items` items.
+fn parse_entry(r: &mut Reader<'_>, items: u32) -> Result<PieceEntry, WireError> {
+    let item = r.u32()?;
+    if item >= items {
+        return Err(WireError::OutOfRange {
+            field: "item",
+            value: item as u64,
+        });
+    }
+    let (part, parts) = (r.u16()?, r.u16()?);
+    if part >= parts {
+        return Err(WireError::OutOfRange {
+            field: "part",
+            value: part as u64,
+        });
+    }
+    let first_block = r.u32()?;
+    check_max("first block", first_block as u64, MAX_BLOCKS as u64)?;
+    let flags = r.u8()?;
+    if flags & !FLAG_HEAD != 0 {
+        return Err(WireError::OutOfRange {
+            field: "entry flags",
+            value: flags as u64,
+        });
+    }
+    let head = match flags & FLAG_HEAD {
+        0 => None,
+        _ => {
+            let name = r.string("item name", MAX_NAME_LEN)?;
+            let size = r.u64()?;
+            check_max("item size", size, MAX_ITEM_SIZE)?;
+            let hash = r.hash()?;
+            let fec = FecParams::parse_body(r)?;
+            let mode = r.u32()?;
+            let mtime = r.u64()? as i64;
+            Some(ItemHead {
+                name,
+                size,
+                hash,
+                fec,
+                mode,
+                mtime,
+            })
+        }
+    };
+    // Part 0, and only part 0, carries the head.
+    if (part == 0) != head.is_some() {
+        return Err(WireError::OutOfRange {
+            field: "piece head",
+            value: part as u64,
+        });
+    }
+    let n = r.u16()? as usize;
+    if n.saturating_mul(32) > r.remaining() {
+        return Err(WireError::OutOfRange {
+            field: "block hashes",
+            value: n as u64,
+        });
+    }
+    let mut hashes = Vec::with_capacity(n);
+    for _ in 0..n {
+        hashes.push(r.hash()?);
+    }
+    check_max(
+        "block hashes",
+        first_block as u64 + n as u64,
+        MAX_BLOCKS as u64,
+    )?;
+    Ok(PieceEntry {
+        item: ItemId(item),
+        part,
+        parts,
+        first_block,
+        head,
+        hashes,
+    })
+}
+
+/// Bytes of an item's head in an entry.
 fn head_len(name: &str) -> usize {
     2 + name.len().min(MAX_NAME_LEN) + 8 + 32 + 7 + 4 + 8
 }
 
-/// Cuts one item's description into pieces of about [`PIECE_TARGET`]
-/// bytes with their signature: the head and as many block hashes as fit,
-/// then the rest of the hashes. `base` gives every field but the part's.
-pub fn split_item(
-    base: &CataloguePiece,
-    head: ItemHead,
-    hashes: &[[u8; 32]],
-) -> Vec<CataloguePiece> {
+/// Bytes of an entry in a piece.
+pub fn entry_len(e: &PieceEntry) -> usize {
+    ENTRY_FIXED + e.head.as_ref().map_or(0, |h| head_len(&h.name)) + 32 * e.hashes.len()
+}
+
+/// Cuts one item's description into entries that each fit a piece of
+/// about [`PIECE_TARGET`] bytes alone: the head and as many block hashes
+/// as fit, then the rest of the hashes. An item of one block carries no
+/// block hash (its block's is the item's).
+pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<PieceEntry> {
+    let hashes = if hashes.len() == 1 && hashes[0] == head.hash {
+        &[][..]
+    } else {
+        hashes
+    };
     let room = |with_head: bool| {
-        let used = PIECE_FIXED + SIGNATURE_LEN + if with_head { head_len(&head.name) } else { 0 };
+        let used = PIECE_FIXED
+            + SIGNATURE_LEN
+            + ENTRY_FIXED
+            + if with_head { head_len(&head.name) } else { 0 };
         (PIECE_TARGET.saturating_sub(used) / 32).max(1)
     };
     let first = room(true).min(hashes.len());
@@ -244,13 +289,47 @@ pub fn split_item(
     }
     let parts = cuts.len().min(u16::MAX as usize) as u16;
     (cuts.into_iter().take(parts as usize).enumerate())
-        .map(|(i, (from, n))| CataloguePiece {
+        .map(|(i, (from, n))| PieceEntry {
+            item,
             part: i as u16,
             parts,
             first_block: from as u32,
             head: (i == 0).then(|| head.clone()),
             hashes: hashes[from..from + n].to_vec(),
-            ..base.clone()
         })
         .collect()
+}
+
+/// Packs `entries`, in order, into pieces of at most [`PIECE_TARGET`]
+/// bytes with their signature (an entry too large for one alone gets a
+/// piece of its own). `base` gives every field but the entries; with no
+/// entries, it is the one piece of an empty version.
+pub fn pack(base: &CataloguePiece, entries: Vec<PieceEntry>) -> Vec<CataloguePiece> {
+    let room = PIECE_TARGET.saturating_sub(PIECE_FIXED + SIGNATURE_LEN);
+    let mut pieces: Vec<CataloguePiece> = Vec::new();
+    let mut used = usize::MAX;
+    for e in entries {
+        let len = entry_len(&e);
+        let full = pieces
+            .last()
+            .is_none_or(|p| p.entries.len() >= u16::MAX as usize);
+        if full || used.saturating_add(len) > room {
+            pieces.push(CataloguePiece {
+                entries: Vec::new(),
+                ..base.clone()
+            });
+            used = 0;
+        }
+        used += len;
+        if let Some(p) = pieces.last_mut() {
+            p.entries.push(e);
+        }
+    }
+    if pieces.is_empty() {
+        pieces.push(CataloguePiece {
+            entries: Vec::new(),
+            ..base.clone()
+        });
+    }
+    pieces
 }

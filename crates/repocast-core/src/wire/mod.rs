@@ -75,7 +75,9 @@ pub mod kind {
     /// Announcement (UDP, announcement channel; also inside `Notify`).
     pub const ANNOUNCE: u8 = 2;
     /// A signed piece of push mode's catalogue (UDP, announcement group).
-    pub const CATALOGUE_PIECE: u8 = 3;
+    /// (Kind 3 was its one-item form before 2026-11-27: retired, and
+    /// refused as an unknown kind.)
+    pub const CATALOGUE_PIECE: u8 = 5;
     /// A signed batch of data packet digests (UDP, data group).
     pub const SYMBOL_BATCH: u8 = 4;
     /// Client messages on the request connection.
