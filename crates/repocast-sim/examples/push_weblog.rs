@@ -39,9 +39,11 @@ fn main() {
         .split_first()
         .unwrap_or_else(|| fail("plan DIR | predict".into()));
     let (dir, rest) = match cmd.as_str() {
+        // A folder named like a flag is a slip (`plan --help`), not a
+        // place to write a plan.
         "plan" => match rest.split_first() {
-            Some((d, r)) => (Some(PathBuf::from(d)), r),
-            None => fail("plan DIR".into()),
+            Some((d, r)) if !d.starts_with('-') => (Some(PathBuf::from(d)), r),
+            _ => fail("plan DIR [KEY=VALUE...]".into()),
         },
         "predict" => (None, rest),
         c => fail(format!("unknown command {c}")),
