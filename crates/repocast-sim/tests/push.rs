@@ -136,7 +136,7 @@ fn a_small_file_is_not_held_up_by_lost_catalogue_copies() {
 /// one woken on time. A large catalogue takes its share of the rate in
 /// pieces a few milliseconds apart or less; going on from each wake-up
 /// sent one piece per wake-up (in the lab, 1,000 files, a piece each, at
-/// 100 Mbit/s: one copy every 1.3 s instead of every 0.45 s, and a 50%
+/// 100 Mbit/s: one copy every 1.3 s instead of every 0.42 s, and a 50%
 /// listener took 10-15x the ideal).
 #[test]
 fn a_late_driver_still_sends_the_catalogue_at_its_rate() {
@@ -230,7 +230,8 @@ fn a_low_loss_listener_of_many_small_files_needs_one_pass_of_each() {
 fn a_low_loss_listener_of_a_site_of_tiny_files_needs_one_cycle() {
     let seed = seed_or(8);
     let mut r = Rng::new(seed);
-    // 600 files of 500 bytes to 50 KB, log-uniform: a third of one symbol.
+    // 600 files of 500 bytes to 50 KB, log-uniform: about a quarter of
+    // them one symbol.
     let files: Vec<(String, Vec<u8>)> = (0..600)
         .map(|i| {
             let len = (500.0 * 100f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
