@@ -61,6 +61,33 @@ fn symbols(files: &[(String, Vec<u8>)]) -> u64 {
     files.iter().map(|f| (f.1.len() as u64).div_ceil(t)).sum()
 }
 
+/// `n` listeners at `loss` of `files`, the i-th joining at `i * gap_s`
+/// with seed `seed_base + i`, for `run_s` seconds: each one's time to its
+/// verified files over the ideal, k packets / (1 - loss) at `cfg`'s rate.
+fn delay_ratios(
+    cfg: PushConfig,
+    files: &[(String, Vec<u8>)],
+    loss: f64,
+    n: u64,
+    gap_s: f64,
+    seed_base: u64,
+    run_s: f64,
+) -> Vec<f64> {
+    let packet = cfg.server.packet_interval.as_secs_f64();
+    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, files).expect("lan");
+    for i in 0..n {
+        lan.listener(listener(loss, gap_s * i as f64), seed_base + i);
+    }
+    lan.run(secs(run_s));
+    let ideal = packet * symbols(files) as f64 / (1.0 - loss);
+    (lan.reports().iter())
+        .map(|r| {
+            check_files(r, files);
+            r.delay.expect("finished").as_secs_f64() / ideal
+        })
+        .collect()
+}
+
 #[test]
 fn listeners_at_0_20_and_50_percent_loss_all_verify_near_the_bound() {
     let seed = seed_or(1);
@@ -110,24 +137,11 @@ fn a_listener_tuning_in_mid_pass_completes_near_the_bound() {
 fn a_small_file_is_not_held_up_by_lost_catalogue_copies() {
     let seed = seed_or(5);
     let files = vec![("small.bin".to_string(), bytes(1 << 20, seed))];
-    let cfg = config();
-    let packet = cfg.server.packet_interval;
-    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
     let n = 12u64;
-    for i in 0..n {
-        lan.listener(listener(0.5, 0.013 * i as f64), seed * 100 + i);
-    }
-    lan.run(secs(30.0));
-    let ideal = packet.as_secs_f64() * symbols(&files) as f64 / 0.5;
-    let ratios: Vec<f64> = (lan.reports().iter())
-        .map(|r| {
-            check_files(r, &files);
-            r.delay.expect("finished").as_secs_f64() / ideal
-        })
-        .collect();
+    let ratios = delay_ratios(config(), &files, 0.5, n, 0.013, seed * 100, 30.0);
     let mean = ratios.iter().sum::<f64>() / n as f64;
     let worst = ratios.iter().cloned().fold(0.0, f64::max);
-    eprintln!("ideal {ideal:.3} s; ratios {ratios:.2?}");
+    eprintln!("ratios {ratios:.2?}");
     assert!(mean < 1.25, "mean {mean:.2} of the ideal");
     assert!(worst < 1.6, "worst {worst:.2} of the ideal");
 }
@@ -193,20 +207,7 @@ fn a_low_loss_listener_of_many_small_files_needs_one_pass_of_each() {
     let run = |odds: Option<repocast_core::server::config::PassOdds>| {
         let mut cfg = config();
         cfg.server.push_pass_odds = odds;
-        let packet = cfg.server.packet_interval.as_secs_f64();
-        let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
-        for i in 0..4u64 {
-            lan.listener(listener(0.05, 0.021 * i as f64), seed * 10 + i);
-        }
-        lan.run(secs(60.0));
-        let ideal = packet * symbols(&files) as f64 / 0.95;
-        let ratios: Vec<f64> = (lan.reports().iter())
-            .map(|r| {
-                check_files(r, &files);
-                r.delay.expect("finished").as_secs_f64() / ideal
-            })
-            .collect();
-        ratios
+        delay_ratios(cfg, &files, 0.05, 4, 0.021, seed * 10, 60.0)
     };
     let shipped = run(Profile::Push.server().push_pass_odds);
     let exact = run(None);
@@ -238,20 +239,7 @@ fn a_low_loss_listener_of_a_site_of_tiny_files_needs_one_cycle() {
             (format!("site/p{i:03}.html"), bytes(len, seed + i))
         })
         .collect();
-    let cfg = config();
-    let packet = cfg.server.packet_interval.as_secs_f64();
-    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
-    for i in 0..10u64 {
-        lan.listener(listener(0.05, 0.037 * i as f64), seed * 10 + i);
-    }
-    lan.run(secs(60.0));
-    let ideal = packet * symbols(&files) as f64 / 0.95;
-    let ratios: Vec<f64> = (lan.reports().iter())
-        .map(|r| {
-            check_files(r, &files);
-            r.delay.expect("finished").as_secs_f64() / ideal
-        })
-        .collect();
+    let ratios = delay_ratios(config(), &files, 0.05, 10, 0.037, seed * 10, 60.0);
     // One cycle is about 1.5x the ideal here (a pass gives the smallest
     // files several times their size); a second cycle is 2x and more.
     let second = ratios.iter().filter(|&&x| x > 1.8).count();

@@ -146,9 +146,9 @@ impl PushOptions {
     }
 }
 
-/// Largest `--pass-loss`: past 50% a pass would be more than twice an
-/// item's size ([`repocast_core::policy::odds`] counts no higher).
-pub const MAX_PASS_LOSS: f64 = 0.5;
+/// Largest `--pass-loss`: the highest loss the odds count with
+/// ([`repocast_core::policy::odds::MAX_LOSS`]).
+pub const MAX_PASS_LOSS: f64 = repocast_core::policy::odds::MAX_LOSS;
 
 /// The [`PassOdds`] a pass loss ships with (None for 0).
 pub fn pass_odds(loss: f64) -> Option<PassOdds> {
