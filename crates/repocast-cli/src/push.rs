@@ -65,6 +65,12 @@ pub struct PushArgs {
     /// batch was lost (p^N) [3].
     #[arg(long, value_name = "N")]
     pub sign_copies: Option<u8>,
+    /// Send every file alone: by default files under an eighth of a block
+    /// (about 219 KiB) share packs of up to a block, so a set of many small
+    /// files takes about the time its bytes need; a listener after one of
+    /// them then receives its whole pack.
+    #[arg(long)]
+    pub no_packs: bool,
     /// Erasure code: raptorq or rs [raptorq].
     #[arg(long)]
     pub code: Option<String>,
@@ -149,6 +155,7 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
     o.redundancy = a.redundancy.or(o.redundancy);
     o.pass_loss = a.pass_loss.unwrap_or(o.pass_loss);
     o.sign_symbols |= a.sign_symbols;
+    o.packs &= !a.no_packs;
     if let Some(n) = a.sign_copies {
         o.sign_copies = n;
     }

@@ -497,7 +497,7 @@ mod catalogue_pieces {
     use repocast_core::fec::CodeKind;
     use repocast_core::wire::FecParams;
     use repocast_core::wire::catalogue::{
-        CataloguePiece, ItemHead, PIECE_TARGET, PieceEntry, pack, split_item,
+        CataloguePiece, HeadKind, ItemHead, PIECE_TARGET, PieceEntry, pack, split_item,
     };
     use repocast_core::{ItemId, SessionId};
 
@@ -514,6 +514,7 @@ mod catalogue_pieces {
 
     fn head(name: &str, size: u64) -> ItemHead {
         ItemHead {
+            kind: HeadKind::File,
             name: name.into(),
             size,
             hash: [9; 32],
@@ -576,6 +577,66 @@ mod catalogue_pieces {
             let mut buf = Vec::new();
             p.emit(&mut buf);
             assert!(CataloguePiece::parse(&buf).is_err(), "case {i}");
+        }
+    }
+
+    /// A pack has no name, and its members one part each, no block
+    /// hashes, and a pack that is another item of the version; any other
+    /// shape is refused.
+    #[test]
+    fn packs_and_members_keep_their_rules() {
+        let pack_head = ItemHead {
+            kind: HeadKind::Pack,
+            ..head("", 90_000)
+        };
+        let member = |pack: u32, offset: u64| ItemHead {
+            kind: HeadKind::Member {
+                pack: ItemId(pack),
+                offset,
+            },
+            ..head("site/a.html", 3_000)
+        };
+        let with = |entries: Vec<PieceEntry>| CataloguePiece {
+            entries,
+            ..base(3, false)
+        };
+        let good = with(vec![
+            entry(0, 0, 1, Some(pack_head.clone())),
+            entry(1, 0, 1, Some(member(0, 0))),
+            entry(2, 0, 1, Some(member(0, 3_000))),
+        ]);
+        assert!(parses(&good));
+        // split_item gives a member no block hashes, whatever it is given.
+        let split = split_item(ItemId(1), member(0, 0), &[[1; 32], [2; 32]]);
+        assert_eq!(split.len(), 1);
+        assert!(split[0].hashes.is_empty());
+        let mut hashed = entry(1, 0, 1, Some(member(0, 0)));
+        hashed.hashes = vec![[1; 32]];
+        let bad = [
+            // A pack with a name.
+            with(vec![entry(0, 0, 1, Some(ItemHead { kind: HeadKind::Pack, ..head("x", 1) }))]),
+            // A member of itself, of an item past the version, with hashes,
+            // in two parts, or reaching past any item's size.
+            with(vec![entry(1, 0, 1, Some(member(1, 0)))]),
+            with(vec![entry(1, 0, 1, Some(member(3, 0)))]),
+            with(vec![hashed]),
+            with(vec![entry(1, 0, 2, Some(member(0, 0)))]),
+            with(vec![entry(1, 0, 1, Some(member(0, u64::MAX - 10)))]),
+        ];
+        for (i, p) in bad.iter().enumerate() {
+            let mut buf = Vec::new();
+            p.emit(&mut buf);
+            assert!(CataloguePiece::parse(&buf).is_err(), "case {i}");
+        }
+        // Flags for pack and member at once, or without a head.
+        let mut buf = Vec::new();
+        with(vec![entry(1, 0, 1, Some(member(0, 0)))]).emit(&mut buf);
+        let flags_at = 4 + 32 + 8 + 4 + 4 + 1 + 2 + 4 + 2 + 2 + 4;
+        assert_eq!(buf[flags_at], 1 | 4);
+        for f in [1 | 2 | 4, 2, 4, 8] {
+            let mut b = buf.clone();
+            b[flags_at] = f;
+            assert!(CataloguePiece::parse(&b).is_err(), "flags {f}");
         }
     }
 

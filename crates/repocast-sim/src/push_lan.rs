@@ -110,8 +110,9 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<Self, ServerError> {
-        let (items, source) = push_items(files, |size| cfg.server.item_fec(size))?;
-        let push = PushEndpoint::new(Instant::ZERO, cfg, identity, version, items)?;
+        let (items, mut source) = push_items(files, |size| cfg.server.item_fec(size))?;
+        let set = cfg.plan(items, &mut source)?;
+        let push = PushEndpoint::new(Instant::ZERO, cfg, identity, version, set)?;
         Ok(PushLan {
             push,
             source,
@@ -161,9 +162,10 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<(), ServerError> {
-        let (items, source) = push_items(files, |size| self.push.config().server.item_fec(size))?;
+        let (items, mut source) = push_items(files, |size| self.push.config().server.item_fec(size))?;
+        let set = self.push.config().plan(items, &mut source)?;
         self.source = source;
-        self.push.replace(self.now, version, items)
+        self.push.replace(self.now, version, set)
     }
 
     /// The virtual time.

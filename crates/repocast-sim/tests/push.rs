@@ -25,6 +25,7 @@ fn config() -> PushConfig {
     PushConfig {
         server: Profile::Push.server(),
         redundancy: None,
+        packs: true,
     }
 }
 

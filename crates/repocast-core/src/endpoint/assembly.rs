@@ -7,10 +7,14 @@
 //! either every head is in or every file the listener named without
 //! wildcards has been found. Pieces have been checked (signature, signer, version)
 //! by [`super::listen`] before they get here.
+//!
+//! A selected file that is a pack's member ([`HeadKind::Member`]) makes
+//! its pack selected: the listener receives the pack and cuts the member
+//! out. A pack is never selected by a name of its own (it has none).
 
 use crate::fec::layout::Layout;
 use crate::wire::ManifestEntry;
-use crate::wire::catalogue::{CataloguePiece, ItemHead, PieceEntry};
+use crate::wire::catalogue::{CataloguePiece, HeadKind, ItemHead, PieceEntry};
 use crate::{ItemId, SessionId};
 use std::collections::BTreeMap;
 
@@ -47,7 +51,15 @@ pub struct Assembly {
     items: u32,
     heads: BTreeMap<ItemId, ItemHead>,
     wanted: BTreeMap<ItemId, Hashes>,
+    /// Selected pack members, by their pack.
+    members: BTreeMap<ItemId, Vec<ItemId>>,
     bytes: usize,
+}
+
+/// The name a pack is received under (it has none of its own): from its
+/// hash, so a restarted listener resumes the same pack.
+pub fn pack_name(hash: &[u8; 32]) -> String {
+    format!("(pack {})", crate::hex::encode(&hash[..8]))
 }
 
 impl Assembly {
@@ -60,6 +72,7 @@ impl Assembly {
             items: first.items,
             heads: BTreeMap::new(),
             wanted: BTreeMap::new(),
+            members: BTreeMap::new(),
             bytes: 0,
         }
     }
@@ -93,32 +106,30 @@ impl Assembly {
     ) -> Result<(), AssemblyError> {
         if let Some(h) = &e.head {
             if !self.heads.contains_key(&e.item) {
-                let wanted = select(&h.name);
-                let blocks = match Layout::new(h.size, &h.fec) {
-                    Ok(l) => l.blocks() as usize,
-                    Err(_) => return Err(AssemblyError::Inconsistent("layout")),
-                };
-                let cost = h.name.len() + 64 + if wanted { blocks * 33 } else { 0 };
+                let cost = h.name.len() + 64;
                 if self.bytes + cost > MAX_ASSEMBLY_BYTES {
                     return Err(AssemblyError::TooLarge);
                 }
                 self.bytes += cost;
                 self.heads.insert(e.item, h.clone());
-                if wanted {
-                    let mut w = Hashes {
-                        hashes: vec![[0; 32]; blocks],
-                        have: vec![false; blocks],
-                        left: blocks,
-                    };
-                    // An item of one block: its block's hash is the item's
-                    // (the pusher sends no other).
-                    if blocks == 1 {
-                        w.hashes[0] = h.hash;
-                        w.have[0] = true;
-                        w.left = 0;
+                match h.kind {
+                    HeadKind::File if select(&h.name) => self.want(e.item)?,
+                    HeadKind::File => {}
+                    HeadKind::Pack => {
+                        if self.members.contains_key(&e.item) {
+                            self.want(e.item)?;
+                        }
                     }
-                    self.wanted.insert(e.item, w);
+                    HeadKind::Member { pack, .. } if select(&h.name) => {
+                        self.members.entry(pack).or_default().push(e.item);
+                        let is_pack = self.heads.get(&pack).map(|p| p.kind) == Some(HeadKind::Pack);
+                        if is_pack && !self.wanted.contains_key(&pack) {
+                            self.want(pack)?;
+                        }
+                    }
+                    HeadKind::Member { .. } => {}
                 }
+                self.check_members(e.item)?;
             }
         }
         // Hashes of an item whose head has not come yet are dropped: they
@@ -139,13 +150,76 @@ impl Assembly {
         Ok(())
     }
 
+    /// Starts collecting the block hashes of `item`, whose head is in.
+    fn want(&mut self, item: ItemId) -> Result<(), AssemblyError> {
+        let Some(h) = self.heads.get(&item) else {
+            return Ok(());
+        };
+        let blocks = match Layout::new(h.size, &h.fec) {
+            Ok(l) => l.blocks() as usize,
+            Err(_) => return Err(AssemblyError::Inconsistent("layout")),
+        };
+        let cost = blocks * 33;
+        if self.bytes + cost > MAX_ASSEMBLY_BYTES {
+            return Err(AssemblyError::TooLarge);
+        }
+        self.bytes += cost;
+        let mut w = Hashes {
+            hashes: vec![[0; 32]; blocks],
+            have: vec![false; blocks],
+            left: blocks,
+        };
+        // An item of one block: its block's hash is the item's (the
+        // pusher sends no other).
+        if blocks == 1 {
+            w.hashes[0] = h.hash;
+            w.have[0] = true;
+            w.left = 0;
+        }
+        self.wanted.insert(item, w);
+        Ok(())
+    }
+
+    /// Checks that the selected members of the pack `item` names (or of
+    /// `item` itself, if it is a pack) lie inside a pack.
+    fn check_members(&self, item: ItemId) -> Result<(), AssemblyError> {
+        let pack = match self.heads.get(&item).map(|h| h.kind) {
+            Some(HeadKind::Member { pack, .. }) => pack,
+            _ => item,
+        };
+        let (Some(p), Some(ms)) = (self.heads.get(&pack), self.members.get(&pack)) else {
+            return Ok(());
+        };
+        for m in ms {
+            let inside = match self.heads.get(m) {
+                Some(ItemHead {
+                    kind: HeadKind::Member { offset, .. },
+                    size,
+                    ..
+                }) => offset.checked_add(*size).is_some_and(|end| end <= p.size),
+                _ => false,
+            };
+            if p.kind != HeadKind::Pack || !inside {
+                return Err(AssemblyError::Inconsistent("pack member"));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the listener can start: every selected item's hashes are
     /// in, and either every head is (so every item `select` matches is
     /// known) or `select` names files without wildcards and each of them
     /// has been found (the rest of the catalogue cannot add to them; a
     /// listener after two named files need not wait for every piece).
     pub fn is_complete(&self, select: &[String]) -> bool {
-        if !self.wanted.values().all(|w| w.left == 0) {
+        if !self.wanted.values().all(|w| w.left == 0)
+            || !(self.members.keys()).all(|p| {
+                // A member of an item that is no pack never completes: it
+                // fails ([`Assembly::orphans`]) rather than hold the rest up.
+                self.wanted.contains_key(p)
+                    || self.heads.get(p).is_some_and(|h| h.kind != HeadKind::Pack)
+            })
+        {
             return false;
         }
         if self.heads.len() == self.items as usize {
@@ -155,7 +229,9 @@ impl Assembly {
         !select.is_empty()
             && select.iter().all(literal)
             && select.iter().all(|g| {
-                (self.wanted.keys()).any(|i| self.heads.get(i).is_some_and(|h| &h.name == g))
+                let members = self.members.values().flatten();
+                (self.wanted.keys().chain(members))
+                    .any(|i| self.heads.get(i).is_some_and(|h| &h.name == g))
             })
     }
 
@@ -164,14 +240,41 @@ impl Assembly {
         (self.heads.len(), self.items)
     }
 
-    /// The selected items' manifests and heads (once complete).
+    /// Selected members whose pack is no pack (a pusher's error): their
+    /// names.
+    pub fn orphans(&self) -> Vec<String> {
+        (self.members.iter())
+            .filter(|(p, _)| self.heads.get(p).is_none_or(|h| h.kind != HeadKind::Pack))
+            .flat_map(|(_, ms)| ms.iter().filter_map(|m| Some(self.heads.get(m)?.name.clone())))
+            .collect()
+    }
+
+    /// Files in the version: its items but its packs (of the heads in so
+    /// far).
+    pub fn files(&self) -> u32 {
+        let packs = self.heads.values().filter(|h| h.kind == HeadKind::Pack);
+        self.items.saturating_sub(packs.count() as u32)
+    }
+
+    /// The selected members of the pack `pack`: their ids and heads.
+    pub fn members(&self, pack: ItemId) -> Vec<(ItemId, ItemHead)> {
+        (self.members.get(&pack).into_iter().flatten())
+            .filter_map(|m| Some((*m, self.heads.get(m)?.clone())))
+            .collect()
+    }
+
+    /// The selected items' manifests and heads (once complete): files,
+    /// and the packs of selected members (named by [`pack_name`]).
     pub fn selected(&self) -> Vec<(ManifestEntry, ItemHead)> {
         (self.wanted.iter())
             .filter_map(|(item, w)| {
                 let h = self.heads.get(item)?;
                 let m = ManifestEntry {
                     item: *item,
-                    name: h.name.clone(),
+                    name: match h.kind {
+                        HeadKind::Pack => pack_name(&h.hash),
+                        _ => h.name.clone(),
+                    },
                     size: h.size,
                     hash: h.hash,
                     fec: h.fec,

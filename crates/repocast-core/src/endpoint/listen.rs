@@ -11,6 +11,11 @@
 //! against the signed block hashes and written to the [`BlockStore`]
 //! (resume journal included), each item ending verified or failed.
 //!
+//! A selected file that travels in a pack makes the listener receive the
+//! pack; once it verifies, the store cuts out the selected members
+//! ([`BlockStore::unpack`]), each checked against its own hash and given
+//! its own outcome.
+//!
 //! TIDDO (the default) finishes once every selected item has an outcome.
 //! In satellite mode the listener never finishes: a newer version is
 //! assembled while the current one is received, and once complete it
@@ -20,11 +25,11 @@
 use super::Channel;
 use super::assembly::{Assembly, glob_match};
 use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
-use super::store::BlockStore;
+use super::store::{BlockStore, PackMember};
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
 use crate::wire::DataRepr;
-use crate::wire::catalogue::CataloguePiece;
+use crate::wire::catalogue::{CataloguePiece, HeadKind};
 use crate::{Instant, SessionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -139,8 +144,10 @@ pub struct ListenEndpoint<S: BlockStore> {
     results: BTreeMap<String, ([u8; 32], Outcome)>,
     /// Hashes and sizes of the active version's items, by name.
     hashes: BTreeMap<String, ([u8; 32], u64)>,
-    /// Names of the active version's items, by id.
+    /// Names of the active version's items on the data channel, by id.
     names: BTreeMap<crate::ItemId, String>,
+    /// The active version's packs being received: their selected members.
+    packs: BTreeMap<crate::ItemId, Vec<PackMember>>,
     events: VecDeque<ListenEvent>,
     /// Data packets held until their version's catalogue is complete.
     early: VecDeque<Vec<u8>>,
@@ -164,6 +171,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             results: BTreeMap::new(),
             hashes: BTreeMap::new(),
             names: BTreeMap::new(),
+            packs: BTreeMap::new(),
             events: VecDeque::new(),
             early: VecDeque::new(),
             early_bytes: 0,
@@ -338,23 +346,73 @@ impl<S: BlockStore> ListenEndpoint<S> {
             inner.expect_signed_symbols(k, a.session);
         }
         let selected = a.selected();
-        let items = a.progress().1;
-        self.hashes = (selected.iter())
-            .map(|(m, _)| (m.name.clone(), (m.hash, m.size)))
+        let items = a.files();
+        let member = |h: &crate::wire::catalogue::ItemHead| PackMember {
+            name: h.name.clone(),
+            offset: match h.kind {
+                HeadKind::Member { offset, .. } => offset,
+                _ => 0,
+            },
+            size: h.size,
+            hash: h.hash,
+            mode: h.mode,
+            mtime: h.mtime,
+        };
+        self.packs = (selected.iter())
+            .filter(|(_, h)| h.kind == HeadKind::Pack)
+            .map(|(m, _)| (m.item, a.members(m.item).iter().map(|(_, h)| member(h)).collect()))
+            .collect();
+        // What the user sees: files, whether sent alone or in a pack.
+        let mut visible: Vec<(String, [u8; 32], u64)> = (selected.iter())
+            .filter(|(_, h)| h.kind != HeadKind::Pack)
+            .map(|(m, _)| (m.name.clone(), m.hash, m.size))
+            .collect();
+        visible.extend((self.packs.values().flatten()).map(|m| (m.name.clone(), m.hash, m.size)));
+        let orphans = a.orphans();
+        visible.extend(orphans.iter().map(|n| (n.clone(), [0; 32], 0)));
+        self.hashes = (visible.iter())
+            .map(|(n, h, size)| (n.clone(), (*h, *size)))
             .collect();
         self.names = (selected.iter())
             .map(|(m, _)| (m.item, m.name.clone()))
             .collect();
-        let names = selected.iter().map(|(m, _)| m.name.clone()).collect();
+        let names = visible.iter().map(|(n, _, _)| n.clone()).collect();
+        for n in orphans {
+            self.record(n, Err("the catalogue puts it in an item that is no pack".into()));
+        }
         // Files already verified with the same content are not received
-        // again (satellite mode across versions).
-        let todo: Vec<_> = (selected.into_iter())
-            .filter(|(m, _)| {
-                !(self.results.get(&m.name)).is_some_and(|(h, o)| *h == m.hash && o.result.is_ok())
-            })
-            .collect();
-        let receiving = todo.len();
-        for (m, h) in &todo {
+        // again (satellite mode across versions); nor is a pack whose
+        // selected members all are, or are in place already.
+        let verified = |r: &BTreeMap<String, ([u8; 32], Outcome)>, name: &str, hash: &[u8; 32]| {
+            r.get(name).is_some_and(|(h, o)| h == hash && o.result.is_ok())
+        };
+        let mut todo = Vec::new();
+        for (m, h) in selected {
+            let Some(members) = self.packs.get(&m.item) else {
+                if !verified(&self.results, &m.name, &m.hash) {
+                    todo.push((m, h));
+                }
+                continue;
+            };
+            let store = inner.store_mut();
+            let have = |p: &PackMember| {
+                verified(&self.results, &p.name, &p.hash) || store.has_file(&p.name, p.size, &p.hash)
+            };
+            if members.iter().all(have) {
+                for p in members.clone() {
+                    if !verified(&self.results, &p.name, &p.hash) {
+                        self.record(p.name, Ok(()));
+                    }
+                }
+            } else {
+                store.mark_pack(m.item);
+                todo.push((m, h));
+            }
+        }
+        let receiving = (todo.iter())
+            .map(|(m, _)| self.packs.get(&m.item).map_or(1, Vec::len))
+            .sum();
+        for (m, h) in todo.iter().filter(|(_, h)| h.kind != HeadKind::Pack) {
             inner.store_mut().set_attributes(m.item, h.mode, h.mtime);
             self.events.push_back(ListenEvent::Attributes {
                 item: m.item,
@@ -382,35 +440,84 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.drain();
     }
 
+    /// Records the outcome of the file `name` (of the active version).
+    fn record(&mut self, name: String, result: Result<(), String>) {
+        let (hash, size) = self.hashes.get(&name).copied().unwrap_or(([0; 32], 0));
+        let o = Outcome {
+            name: name.clone(),
+            size,
+            result,
+        };
+        self.results.insert(name, (hash, o));
+    }
+
+    /// The pack received as `name`, if it is one.
+    fn pack_named(&self, name: &str) -> Option<crate::ItemId> {
+        (self.names.iter())
+            .find(|(i, n)| n.as_str() == name && self.packs.contains_key(i))
+            .map(|(i, _)| *i)
+    }
+
+    /// An item's outcome: a file's own, or each selected member's of a
+    /// pack (a verified pack is cut into its members here).
+    fn outcome(&mut self, item: Option<crate::ItemId>, name: String, result: Result<(), String>) {
+        let Some(pack) = item.or_else(|| self.pack_named(&name)) else {
+            return self.record(name, result);
+        };
+        let Some(members) = self.packs.remove(&pack) else {
+            return self.record(name, result);
+        };
+        let results = match (&result, self.inner.as_mut()) {
+            (Ok(()), Some(inner)) => inner.store_mut().unpack(pack, &members),
+            _ => Vec::new(),
+        };
+        for (i, m) in members.into_iter().enumerate() {
+            let r = match (&result, results.get(i)) {
+                (Err(e), _) => Err(e.clone()),
+                (Ok(()), Some(Ok(true))) => Ok(()),
+                (Ok(()), Some(Ok(false))) => Err("does not match its hash in the pack".into()),
+                (Ok(()), Some(Err(e))) => Err(e.to_string()),
+                (Ok(()), None) => Err("not cut from its pack".into()),
+            };
+            if let Err(reason) = &r {
+                self.events.push_back(ListenEvent::Item(Event::Failed {
+                    name: m.name.clone(),
+                    reason: reason.clone(),
+                }));
+            }
+            self.record(m.name, r);
+        }
+    }
+
     /// Moves the receiver's events out, recording outcomes.
     fn drain(&mut self) {
         let Some(inner) = self.inner.as_mut() else {
             return;
         };
+        let mut events = Vec::new();
         while let Some(ev) = inner.poll_event() {
-            let done = match &ev {
-                Event::Complete { item } => self.names.get(item).map(|n| (n.clone(), Ok(()))),
-                Event::Failed { name, reason } => Some((name.clone(), Err(reason.clone()))),
-                _ => None,
-            };
-            if let Some((name, result)) = done {
-                let (hash, size) = self.hashes.get(&name).copied().unwrap_or(([0; 32], 0));
-                let o = Outcome {
-                    name: name.clone(),
-                    size,
-                    result,
-                };
-                self.results.insert(name, (hash, o));
+            events.push(ev);
+        }
+        let ended = inner.ended().is_some().then(|| inner.outcomes());
+        for ev in events {
+            match &ev {
+                Event::Complete { item } => {
+                    if let Some(n) = self.names.get(item).cloned() {
+                        let pack = self.packs.contains_key(item).then_some(*item);
+                        self.outcome(pack, n, Ok(()));
+                    }
+                }
+                Event::Failed { name, reason } => {
+                    self.outcome(None, name.clone(), Err(reason.clone()));
+                }
+                _ => {}
             }
             self.events.push_back(ListenEvent::Item(ev));
         }
         // The receiver gave up (idle): what is left fails with its reason.
-        if inner.ended().is_some() {
-            for o in inner.outcomes() {
-                if !self.results.contains_key(&o.name) {
-                    let h = self.hashes.get(&o.name).map_or([0; 32], |h| h.0);
-                    self.results.insert(o.name.clone(), (h, o));
-                }
+        for o in ended.into_iter().flatten() {
+            if !self.results.contains_key(&o.name) && o.result.is_err() {
+                self.outcome(None, o.name, o.result);
             }
         }
     }

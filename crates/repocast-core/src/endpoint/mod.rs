@@ -16,6 +16,7 @@
 pub mod assembly;
 pub mod client;
 pub mod listen;
+pub mod pack;
 pub mod push;
 pub mod server;
 pub mod signing;

@@ -15,12 +15,15 @@
 //! [`PushEndpoint::replace`] with a higher version.
 
 use super::Dest;
+use super::pack::{PushSet, Unit, UnitSource};
 use super::signing::BatchSigner;
 use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
 use crate::wire::FecParams;
-use crate::wire::catalogue::{CataloguePiece, ItemHead, MAX_PUSH_ITEMS, pack, split_item};
+use crate::wire::catalogue::{
+    CataloguePiece, HeadKind, ItemHead, MAX_PUSH_ITEMS, pack, split_item,
+};
 use crate::{Instant, SessionId};
 use std::time::Duration;
 
@@ -78,6 +81,9 @@ pub struct PushConfig {
     /// Stop once every item has been sent this many times its size
     /// (`None`: run until stopped).
     pub redundancy: Option<f64>,
+    /// Small files travel in packs ([`super::pack`]); `push --no-packs`
+    /// sends every file alone.
+    pub packs: bool,
 }
 
 impl PushConfig {
@@ -103,7 +109,27 @@ impl PushConfig {
         server.seed = seed;
         server.scheduler = scheduler;
         server.set_rate(rate_bps, ipv6)?;
-        Ok(PushConfig { server, redundancy })
+        Ok(PushConfig {
+            server,
+            redundancy,
+            packs: true,
+        })
+    }
+
+    /// The set to push for `files`: its small files packed (when
+    /// [`PushConfig::packs`]), each pack hashed through `source`, which
+    /// reads file `i` as item `i`. Drivers run it where they scan the
+    /// folder, off the sending path.
+    pub fn plan(
+        &self,
+        files: Vec<PushItem>,
+        source: &mut dyn BlockSource,
+    ) -> Result<PushSet, ServerError> {
+        if !self.packs {
+            return Ok(files.into());
+        }
+        let s = &self.server;
+        super::pack::plan(&s.base_fec(), &s.scheduler, files, source).map_err(|e| ServerError::Pack(e.to_string()))
     }
 }
 
@@ -131,8 +157,10 @@ pub struct PushEndpoint {
     pieces: Vec<Vec<u8>>,
     piece_at: Instant,
     piece_gap: Duration,
-    /// Data packets sent and source symbols, per item.
+    /// Data packets sent and source symbols, per item on the channel.
     sent: Vec<(u64, u64)>,
+    /// Where each item on the channel reads its bytes.
+    units: Vec<Unit>,
     /// Catalogue pieces sent of this version (the next is this one
     /// modulo their count).
     pieces_sent: u64,
@@ -153,13 +181,14 @@ pub fn session_of(key: &PublicKey, version: u64) -> SessionId {
 }
 
 impl PushEndpoint {
-    /// Pushes `items` as catalogue `version`, signed by `identity`.
+    /// Pushes `items` (files, and packs of them: [`super::pack::plan`]) as
+    /// catalogue `version`, signed by `identity`.
     pub fn new(
         now: Instant,
         cfg: PushConfig,
         identity: Identity,
         version: u64,
-        items: Vec<PushItem>,
+        items: impl Into<PushSet>,
     ) -> Result<Self, ServerError> {
         let server = Server::new(cfg.server.clone(), Vec::new())?;
         let mut e = PushEndpoint {
@@ -171,6 +200,7 @@ impl PushEndpoint {
             piece_at: now,
             piece_gap: CATALOGUE_PERIOD,
             sent: Vec::new(),
+            units: Vec::new(),
             pieces_sent: 0,
             current: Vec::new(),
             signer: None,
@@ -186,11 +216,15 @@ impl PushEndpoint {
         &mut self,
         now: Instant,
         version: u64,
-        items: Vec<PushItem>,
+        items: impl Into<PushSet>,
     ) -> Result<(), ServerError> {
-        if items.len() > MAX_PUSH_ITEMS as usize {
+        let set: PushSet = items.into();
+        let units = set.units();
+        let members: usize = set.packs.iter().map(|p| p.members.len()).sum();
+        let heads = units.len() + members;
+        if heads > MAX_PUSH_ITEMS as usize {
             return Err(ServerError::TooManyItems {
-                got: items.len(),
+                got: heads,
                 max: MAX_PUSH_ITEMS,
             });
         }
@@ -200,31 +234,56 @@ impl PushEndpoint {
             signer: key.to_bytes(),
             version,
             session,
-            items: items.len() as u32,
+            items: heads as u32,
             signed_symbols: self.cfg.server.sign_symbols,
             entries: Vec::new(),
         };
         let mut entries = Vec::new();
-        let mut sent = Vec::with_capacity(items.len());
-        for (i, it) in items.iter().enumerate() {
-            let fec = self.cfg.server.item_fec(it.info.size);
-            let head = ItemHead {
-                name: it.info.name.clone(),
-                size: it.info.size,
-                hash: it.info.hash,
-                fec,
-                mode: it.mode,
-                mtime: it.mtime,
+        let mut sent = Vec::with_capacity(units.len());
+        let mut infos = Vec::with_capacity(units.len());
+        let head = |kind, info: &ItemInfo, mode, mtime| ItemHead {
+            kind,
+            name: match kind {
+                HeadKind::Pack => String::new(),
+                _ => info.name.clone(),
+            },
+            size: info.size,
+            hash: info.hash,
+            fec: self.cfg.server.item_fec(info.size),
+            mode,
+            mtime,
+        };
+        let mut packs = set.packs.iter();
+        let mut member_id = units.len();
+        for (i, u) in units.iter().enumerate() {
+            let id = crate::ItemId(i as u32);
+            let info = match u {
+                Unit::File(f) => {
+                    let it = &set.files[*f];
+                    let h = head(HeadKind::File, &it.info, it.mode, it.mtime);
+                    entries.extend(split_item(id, h, &it.info.block_hashes));
+                    &it.info
+                }
+                Unit::Pack(_) => {
+                    let Some(p) = packs.next() else { break };
+                    let h = head(HeadKind::Pack, &p.info, 0, 0);
+                    entries.extend(split_item(id, h, &p.info.block_hashes));
+                    for (&m, &offset) in p.members.iter().zip(&p.offsets) {
+                        let it = &set.files[m];
+                        let kind = HeadKind::Member { pack: id, offset };
+                        let h = head(kind, &it.info, it.mode, it.mtime);
+                        let mid = crate::ItemId(member_id as u32);
+                        entries.extend(split_item(mid, h, &[]));
+                        member_id += 1;
+                    }
+                    &p.info
+                }
             };
-            let symbols = Layout::new(it.info.size, &fec)
+            let symbols = Layout::new(info.size, &self.cfg.server.item_fec(info.size))
                 .map(|l| l.symbols())
                 .unwrap_or(0);
             sent.push((0, symbols));
-            entries.extend(split_item(
-                crate::ItemId(i as u32),
-                head,
-                &it.info.block_hashes,
-            ));
+            infos.push(info.clone());
         }
         // Many small files share a piece; an empty folder is a version
         // too, one piece with no entries: listeners learn the signer and
@@ -239,6 +298,23 @@ impl PushEndpoint {
             .collect();
         let mut cfg = self.cfg.server.clone();
         cfg.session = session;
+        // MAD's weights are the files'; a pack is wanted by whoever wants
+        // any of its members.
+        // (No weights at all: every item counts as equal, as before.)
+        let weights = match &cfg.scheduler {
+            crate::sched::SchedulerKind::Mad { weights } if !weights.is_empty() => Some(weights),
+            _ => None,
+        };
+        if let Some(weights) = weights {
+            let w = |f: &usize| weights.get(*f).copied().unwrap_or(0.0);
+            let by_unit = (units.iter())
+                .map(|u| match u {
+                    Unit::File(f) => w(f),
+                    Unit::Pack(m) => m.iter().map(|(f, _)| w(f)).sum(),
+                })
+                .collect();
+            cfg.scheduler = crate::sched::SchedulerKind::Mad { weights: by_unit };
+        }
         // The catalogue's bytes come out of the data rate, and it is sent
         // at most CATALOGUE_SHARE of it.
         let bytes: u64 = pieces.iter().map(|p| p.len() as u64 + 28).sum();
@@ -252,8 +328,9 @@ impl PushEndpoint {
         let share = bytes as f64 * 8.0 / period / data_bps.max(1.0);
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
         self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
-        self.server = Server::new(cfg, items.iter().map(|i| i.info.clone()).collect())?;
-        self.current = items;
+        self.server = Server::new(cfg, infos)?;
+        self.current = set.files;
+        self.units = units;
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
         self.sent = sent;
         self.pieces = pieces;
@@ -423,8 +500,12 @@ impl PushEndpoint {
         if self.sent.is_empty() || self.data_done() {
             return None;
         }
+        let mut source = UnitSource {
+            inner: source,
+            units: &self.units,
+        };
         loop {
-            match self.server.poll_transmit(now, source)? {
+            match self.server.poll_transmit(now, &mut source)? {
                 Transmit::Data(d) => {
                     if let Some(s) = self.sent.get_mut(d.item.0 as usize) {
                         s.0 += 1;

@@ -65,6 +65,23 @@ impl StoreError {
     }
 }
 
+/// A selected file inside a pack, as the store cuts it out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackMember {
+    /// Its name (checked by the store as any item's).
+    pub name: String,
+    /// Where it starts in the pack.
+    pub offset: u64,
+    /// Its size.
+    pub size: u64,
+    /// BLAKE3 of its bytes.
+    pub hash: [u8; 32],
+    /// Unix permission bits.
+    pub mode: u32,
+    /// Modification time, seconds since the epoch.
+    pub mtime: i64,
+}
+
 /// Symbols of a partly received block: (symbol id, bytes).
 pub type Symbols = Vec<(u32, Vec<u8>)>;
 
@@ -115,6 +132,22 @@ pub trait BlockStore {
     /// Unix mode and modification time the item's file gets once verified
     /// (push mode; a store that keeps no files ignores them).
     fn set_attributes(&mut self, _item: ItemId, _mode: u32, _mtime: i64) {}
+    /// Push mode: `item` is a pack of small files
+    /// ([`crate::endpoint::pack`]), not a file: the store keeps it in its
+    /// own state, never in place under its name, until
+    /// [`BlockStore::unpack`]. Called before the item is opened.
+    fn mark_pack(&mut self, _item: ItemId) {}
+    /// Push mode: the pack `item` has verified ([`BlockStore::finish`]
+    /// returned true). Puts each member in place as a file of its own,
+    /// checked against its own hash and given its attributes, then drops
+    /// the pack. One result per member, in order: `Ok(false)` when its
+    /// bytes do not match its hash.
+    fn unpack(&mut self, item: ItemId, members: &[PackMember]) -> Vec<Result<bool, StoreError>>;
+    /// Whether the file `name` is in place already with this size and
+    /// hash (a pack whose selected members all are is not received).
+    fn has_file(&self, _name: &str, _size: u64, _hash: &[u8; 32]) -> bool {
+        false
+    }
     /// Keeps a partly received block's symbols out of memory.
     fn spill(
         &mut self,
@@ -150,6 +183,8 @@ pub struct MemoryStore {
     /// lends with them).
     finished: BTreeMap<String, ManifestEntry>,
     spilled: FastMap<(ItemId, u32), Symbols>,
+    /// Items that are packs; verified packs' bytes until unpacked.
+    packs: FastMap<ItemId, Option<Vec<u8>>>,
     /// Blocks written so far (a test's measure of resume).
     pub blocks_written: u64,
 }
@@ -304,10 +339,40 @@ impl BlockStore for MemoryStore {
             .ok_or(StoreError::NotOpen("finish"))?;
         let ok = blake3::hash(&bytes).as_bytes() == &m.hash;
         if ok {
+            if let Some(p) = self.packs.get_mut(&item) {
+                *p = Some(bytes);
+                return Ok(true);
+            }
             self.done.insert(m.name.clone(), bytes);
             self.finished.insert(m.name.clone(), m);
         }
         Ok(ok)
+    }
+
+    fn mark_pack(&mut self, item: ItemId) {
+        self.packs.insert(item, None);
+    }
+
+    fn unpack(&mut self, item: ItemId, members: &[PackMember]) -> Vec<Result<bool, StoreError>> {
+        let bytes = self.packs.remove(&item).flatten();
+        (members.iter())
+            .map(|m| {
+                let b = bytes
+                    .as_ref()
+                    .and_then(|b| b.get(m.offset as usize..(m.offset.checked_add(m.size)?) as usize))
+                    .ok_or(StoreError::NotOpen("unpack"))?;
+                let ok = blake3::hash(b).as_bytes() == &m.hash;
+                if ok {
+                    self.done.insert(m.name.clone(), b.to_vec());
+                }
+                Ok(ok)
+            })
+            .collect()
+    }
+
+    fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {
+        (self.done.get(name))
+            .is_some_and(|b| b.len() as u64 == size && blake3::hash(b).as_bytes() == hash)
     }
 
     fn discard(&mut self, item: ItemId) {

@@ -69,6 +69,11 @@ pub enum ServerError {
     /// An item's block hashes do not match its layout.
     #[error("{0}: needs one hash per block")]
     BlockHashes(String),
+    /// A push pack's members could not be read to hash it (the read
+    /// error's text: this enum is compared and cloned, an I/O error is
+    /// neither).
+    #[error("packing small files: {0}")]
+    Pack(String),
     /// More items than one push catalogue can name.
     #[error("{got} files: a push catalogue names at most {max}")]
     TooManyItems {

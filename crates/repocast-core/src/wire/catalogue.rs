@@ -14,6 +14,13 @@
 //! listener checks each piece alone, accepts nothing forged, and takes
 //! nothing from a version older than one it has seen. The byte layout is
 //! in `docs/protocol.md`.
+//!
+//! Small files travel in packs ([`HeadKind`]): a pack is an item on the
+//! data channel like a file, coded as one, but it is no file of its own;
+//! its bytes are those of its members, end to end, and each member is
+//! described by a head of its own that names the pack and where in it the
+//! member starts. A listener that wants a member receives its pack, checks
+//! it against the pack's signed hashes, and cuts the member out.
 
 use super::codec::{Reader, Writer, check_max};
 use super::manifest::{FecParams, MAX_BLOCKS, MAX_ITEM_SIZE, MAX_NAME_LEN};
@@ -34,9 +41,28 @@ pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 1 + 2;
 /// block, flags, hash count.
 pub const ENTRY_FIXED: usize = 4 + 2 + 2 + 4 + 1 + 2;
 
+/// What an item of the catalogue is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeadKind {
+    /// A file, sent as its own item.
+    File,
+    /// A pack of small files: sent as an item, written as its members.
+    /// Its name is empty, its mode and mtime zero.
+    Pack,
+    /// A file inside a pack: no data of its own, no block hashes.
+    Member {
+        /// The pack.
+        pack: ItemId,
+        /// Where the member's bytes start in the pack.
+        offset: u64,
+    },
+}
+
 /// An item's description in the catalogue (part 0 of its entries).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ItemHead {
+    /// File, pack or member of a pack.
+    pub kind: HeadKind,
     /// Its relative path.
     pub name: String,
     /// Size in bytes.
@@ -90,6 +116,10 @@ pub struct CataloguePiece {
 
 /// Entry flags: the entry carries its item's head.
 const FLAG_HEAD: u8 = 1;
+/// Entry flags: the head is a pack's.
+const FLAG_PACK: u8 = 2;
+/// Entry flags: the head is a pack member's (pack and offset follow).
+const FLAG_MEMBER: u8 = 4;
 /// Piece flags: the version's data packets are signed in batches.
 const FLAG_SIGNED_SYMBOLS: u8 = 2;
 
@@ -161,9 +191,18 @@ impl CataloguePiece {
                     w.u8(0);
                 }
                 Some(h) => {
-                    w.u8(FLAG_HEAD).string(&h.name).u64(h.size).bytes(&h.hash);
+                    let flags = FLAG_HEAD
+                        | match h.kind {
+                            HeadKind::File => 0,
+                            HeadKind::Pack => FLAG_PACK,
+                            HeadKind::Member { .. } => FLAG_MEMBER,
+                        };
+                    w.u8(flags).string(&h.name).u64(h.size).bytes(&h.hash);
                     h.fec.emit_body(&mut w);
                     w.u32(h.mode).u64(h.mtime as u64);
+                    if let HeadKind::Member { pack, offset } = h.kind {
+                        w.u32(pack.0).u64(offset);
+                    }
                 }
             }
             w.u16(e.hashes.len().min(u16::MAX as usize) as u16);
@@ -193,11 +232,16 @@ fn parse_entry(r: &mut Reader<'_>, items: u32) -> Result<PieceEntry, WireError> 
     let first_block = r.u32()?;
     check_max("first block", first_block as u64, MAX_BLOCKS as u64)?;
     let flags = r.u8()?;
-    if flags & !FLAG_HEAD != 0 {
-        return Err(WireError::OutOfRange {
-            field: "entry flags",
-            value: flags as u64,
-        });
+    let bad_flags = WireError::OutOfRange {
+        field: "entry flags",
+        value: flags as u64,
+    };
+    // Pack and member are kinds of head: only with a head, never both.
+    if flags & !(FLAG_HEAD | FLAG_PACK | FLAG_MEMBER) != 0
+        || flags & (FLAG_PACK | FLAG_MEMBER) != 0 && flags & FLAG_HEAD == 0
+        || flags & FLAG_PACK != 0 && flags & FLAG_MEMBER != 0
+    {
+        return Err(bad_flags);
     }
     let head = match flags & FLAG_HEAD {
         0 => None,
@@ -209,7 +253,34 @@ fn parse_entry(r: &mut Reader<'_>, items: u32) -> Result<PieceEntry, WireError> 
             let fec = FecParams::parse_body(r)?;
             let mode = r.u32()?;
             let mtime = r.u64()? as i64;
+            let kind = if flags & FLAG_PACK != 0 {
+                if !name.is_empty() {
+                    return Err(WireError::OutOfRange {
+                        field: "pack name",
+                        value: name.len() as u64,
+                    });
+                }
+                HeadKind::Pack
+            } else if flags & FLAG_MEMBER != 0 {
+                let pack = r.u32()?;
+                let offset = r.u64()?;
+                // A member lies inside a pack that is another item.
+                if pack >= items || pack == item {
+                    return Err(WireError::OutOfRange {
+                        field: "member's pack",
+                        value: pack as u64,
+                    });
+                }
+                check_max("member offset", offset.saturating_add(size), MAX_ITEM_SIZE)?;
+                HeadKind::Member {
+                    pack: ItemId(pack),
+                    offset,
+                }
+            } else {
+                HeadKind::File
+            };
             Some(ItemHead {
+                kind,
                 name,
                 size,
                 hash,
@@ -227,6 +298,14 @@ fn parse_entry(r: &mut Reader<'_>, items: u32) -> Result<PieceEntry, WireError> 
         });
     }
     let n = r.u16()? as usize;
+    // A member has no blocks of its own, so one part and no hashes.
+    let member = matches!(head.as_ref().map(|h| h.kind), Some(HeadKind::Member { .. }));
+    if member && (n > 0 || parts != 1) {
+        return Err(WireError::OutOfRange {
+            field: "member's block hashes",
+            value: n as u64,
+        });
+    }
     if n.saturating_mul(32) > r.remaining() {
         return Err(WireError::OutOfRange {
             field: "block hashes",
@@ -253,13 +332,18 @@ fn parse_entry(r: &mut Reader<'_>, items: u32) -> Result<PieceEntry, WireError> 
 }
 
 /// Bytes of an item's head in an entry.
-fn head_len(name: &str) -> usize {
-    2 + name.len().min(MAX_NAME_LEN) + 8 + 32 + 7 + 4 + 8
+fn head_len(h: &ItemHead) -> usize {
+    let member = if matches!(h.kind, HeadKind::Member { .. }) {
+        4 + 8
+    } else {
+        0
+    };
+    2 + h.name.len().min(MAX_NAME_LEN) + 8 + 32 + 7 + 4 + 8 + member
 }
 
 /// Bytes of an entry in a piece.
 pub fn entry_len(e: &PieceEntry) -> usize {
-    ENTRY_FIXED + e.head.as_ref().map_or(0, |h| head_len(&h.name)) + 32 * e.hashes.len()
+    ENTRY_FIXED + e.head.as_ref().map_or(0, head_len) + 32 * e.hashes.len()
 }
 
 /// Cuts one item's description into entries that each fit a piece of
@@ -267,7 +351,8 @@ pub fn entry_len(e: &PieceEntry) -> usize {
 /// as fit, then the rest of the hashes. An item of one block carries no
 /// block hash (its block's is the item's).
 pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<PieceEntry> {
-    let hashes = if hashes.len() == 1 && hashes[0] == head.hash {
+    let one = hashes.len() == 1 && hashes[0] == head.hash;
+    let hashes = if one || matches!(head.kind, HeadKind::Member { .. }) {
         &[][..]
     } else {
         hashes
@@ -276,7 +361,7 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
         let used = PIECE_FIXED
             + SIGNATURE_LEN
             + ENTRY_FIXED
-            + if with_head { head_len(&head.name) } else { 0 };
+            + if with_head { head_len(&head) } else { 0 };
         (PIECE_TARGET.saturating_sub(used) / 32).max(1)
     };
     let first = room(true).min(hashes.len());

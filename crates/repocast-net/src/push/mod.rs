@@ -21,6 +21,7 @@ use crate::{NetError, core_now, keys, socket};
 pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
+use repocast_core::endpoint::pack::PushSet;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
 use repocast_core::fec::layout::BlockGrowth;
 use repocast_core::profile::{push_block_growth, push_block_symbols};
@@ -66,9 +67,9 @@ impl PushHandle {
     }
 }
 
-/// The file set, its weights and a source over it.
+/// The file set (small files packed), its weights and a source over it.
 struct Scan {
-    items: Vec<PushItem>,
+    items: PushSet,
     scheduler: SchedulerKind,
     source: FileSource,
     skipped: usize,
@@ -100,17 +101,24 @@ fn scan(
             }
         }
     };
-    let items = (repo.files.iter())
+    let files = (repo.files.iter())
         .map(|f| PushItem {
             info: f.info.clone(),
             mode: f.mode,
             mtime: (f.mtime_ns / 1_000_000_000) as i64,
         })
-        .collect();
+        .collect::<Vec<_>>();
+    let mut source = repo.source();
+    let items = if opts.packs {
+        repocast_core::endpoint::pack::plan(fec, &scheduler, files, &mut source)
+            .map_err(|e| NetError::Server(repocast_core::server::ServerError::Pack(e.to_string())))?
+    } else {
+        files.into()
+    };
     Ok(Scan {
         items,
         scheduler,
-        source: repo.source(),
+        source,
         skipped: repo.skipped,
         bytes: repo.files.iter().map(|f| f.size).sum(),
     })
@@ -164,7 +172,8 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     (first.source.spool, cfg.server.push_spool_bytes) = open_spool(&opts);
     let start = std::time::Instant::now();
     let version = next_version(0);
-    let n = first.items.len();
+    let n = first.items.files.len();
+    let packs = first.items.packs.len();
     let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
     let (data, announce) = socket::senders(
         &opts.data_group,
@@ -181,8 +190,12 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     }));
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let banner = format!(
-        "repocast push {}: {n} files, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
+        "repocast push {}: {n} files{}, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
         opts.dir.display(),
+        match packs {
+            0 => String::new(),
+            k => format!(" ({k} packs of small ones)"),
+        },
         first.bytes as f64 / (1 << 20) as f64,
         match first.skipped {
             0 => String::new(),
@@ -310,13 +323,13 @@ impl Pump {
             Err(e) => return tracing::warn!("rescan: {e}"),
         };
         let key = |i: &PushItem| (i.info.name.clone(), i.info.hash, i.mode, i.mtime);
-        let now_set: Vec<_> = s.items.iter().map(key).collect();
+        let now_set: Vec<_> = s.items.files.iter().map(key).collect();
         if now_set == self.endpoint.items().iter().map(key).collect::<Vec<_>>() {
             return;
         }
         let version = next_version(self.endpoint.version());
         self.endpoint.set_scheduler(s.scheduler);
-        let n = s.items.len();
+        let n = s.items.files.len();
         match self
             .endpoint
             .replace(core_now(self.start), version, s.items)

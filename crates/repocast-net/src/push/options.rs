@@ -64,6 +64,11 @@ pub struct PushOptions {
     /// With `sign_symbols`: batches listing each packet, 1 to 8
     /// (`--sign-copies`; default 3; more for listeners at high loss).
     pub sign_copies: u8,
+    /// Small files share packs ([`repocast_core::endpoint::pack`]):
+    /// many small files take about the time their bytes need; a listener
+    /// that wants one of them receives its whole pack (at most a block).
+    /// `--no-packs` sends every file alone.
+    pub packs: bool,
     /// Erasure code.
     pub code: CodeKind,
     /// Bytes per symbol (None: the largest whose packet fits the MTU of
@@ -114,6 +119,7 @@ impl PushOptions {
             pass_loss: p.push_pass_odds.map_or(0.0, |o| o.loss),
             sign_symbols: false,
             sign_copies: repocast_core::endpoint::signing::DEFAULT_COPIES,
+            packs: true,
             code: p.code,
             symbol_size: None,
             max_block: None,

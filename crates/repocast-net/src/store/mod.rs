@@ -41,6 +41,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
 pub mod share;
+mod unpack;
 pub use share::Source;
 
 /// Most path components an item name may have.
@@ -149,6 +150,10 @@ pub struct Store {
     lent: u64,
     /// Folders items were renamed into since they were last fsynced.
     unsynced: std::collections::BTreeSet<PathBuf>,
+    /// Items that are packs (push mode), and verified packs until they
+    /// are unpacked: their partial file (still locked), its path and its
+    /// journal's.
+    packs: HashMap<ItemId, Option<(File, PathBuf, PathBuf)>>,
 }
 
 /// BLAKE3 of an open file's bytes (`len`, its expected length, sizes
@@ -240,6 +245,7 @@ impl Store {
             seeded: HashMap::new(),
             lent: 0,
             unsynced: Default::default(),
+            packs: HashMap::new(),
         })
     }
 
@@ -362,7 +368,15 @@ impl BlockStore for Store {
     /// on disk (a verified final file, or blocks in the journal that still
     /// match their hashes).
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
-        let final_path = safe_path(&self.root, &m.name)?;
+        // A pack is never in place: it lives in the partial folder until
+        // its members are cut out (its name is the listener's, not the
+        // pusher's).
+        let pack = self.packs.contains_key(&m.item);
+        let final_path = if pack {
+            PathBuf::new()
+        } else {
+            safe_path(&self.root, &m.name)?
+        };
         check_parents(&self.root, &final_path)?;
         let layout = Layout::new(m.size, &m.fec)?;
         let mut p = Partial {
@@ -380,7 +394,7 @@ impl BlockStore for Store {
             spill: None,
             spill_len: 0,
         };
-        if let Ok(meta) = fs::symlink_metadata(&p.final_path) {
+        if let Some(meta) = (!pack).then(|| fs::symlink_metadata(&p.final_path).ok()).flatten() {
             if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path, m.size)? == m.hash
             {
                 self.items.insert(m.item, p);
@@ -628,6 +642,22 @@ impl BlockStore for Store {
         Ok(out)
     }
 
+    fn mark_pack(&mut self, item: ItemId) {
+        self.packs.insert(item, None);
+    }
+
+    fn unpack(
+        &mut self,
+        item: ItemId,
+        members: &[repocast_core::endpoint::store::PackMember],
+    ) -> Vec<Result<bool, StoreError>> {
+        self.unpack_members(item, members)
+    }
+
+    fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {
+        self.in_place(name, size, hash).unwrap_or(false)
+    }
+
     fn set_attributes(&mut self, item: ItemId, mode: u32, mtime: i64) {
         self.attrs.insert(item, (mode, mtime));
     }
@@ -661,6 +691,10 @@ impl BlockStore for Store {
             self.sync_folders(false);
             return Ok(false);
         }
+        if let Some(slot) = self.packs.get_mut(&item) {
+            *slot = Some((file, p.tmp, p.journal_path));
+            return Ok(true);
+        }
         if let Some(parent) = p.final_path.parent() {
             fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
         }
@@ -687,7 +721,7 @@ impl BlockStore for Store {
 /// Gives a verified file the pusher's permission bits (read and write
 /// bits only: a pusher cannot make a set-user-id or executable-by-surprise
 /// file beyond what its mode says for owner, group and others) and mtime.
-fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
+pub(crate) fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
     use std::os::unix::fs::PermissionsExt;
     let f = OpenOptions::new()
         .write(true)
