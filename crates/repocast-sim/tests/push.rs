@@ -4,90 +4,17 @@
 
 mod common;
 
+use common::push::*;
 use common::seed_or;
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::listen::ListenConfig;
-use repocast_core::endpoint::push::{PushConfig, PushEndpoint};
-use repocast_core::loss::LossSpec;
+use repocast_core::endpoint::push::PushEndpoint;
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
-use repocast_sim::push_lan::{PushLan, PushListener, PushReport, push_items};
+use repocast_sim::push_lan::{PushLan, push_items};
 use std::time::Duration;
-
-fn bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut r = Rng::new(seed);
-    (0..len).map(|_| r.next_u64() as u8).collect()
-}
-
-fn config() -> PushConfig {
-    PushConfig {
-        server: Profile::Push.server(),
-        redundancy: None,
-        packs: true,
-    }
-}
-
-fn listener(loss: f64, join_s: f64) -> PushListener {
-    let mut cfg = ListenConfig::new(Profile::Push.client());
-    cfg.trust = Some(Identity::from_seed([7; 32]).public());
-    PushListener {
-        cfg,
-        loss: LossSpec::Bernoulli { p: loss },
-        join_at: Instant::from_nanos((join_s * 1e9) as u64),
-        crash_at: None,
-    }
-}
-
-fn secs(s: f64) -> Instant {
-    Instant::from_nanos((s * 1e9) as u64)
-}
-
-fn check_files(r: &PushReport, files: &[(String, Vec<u8>)]) {
-    assert!(
-        r.outcomes.iter().all(|o| o.result.is_ok()),
-        "{:?}",
-        r.outcomes
-    );
-    assert_eq!(r.outcomes.len(), files.len());
-    for (n, b) in files {
-        assert!(r.files.get(n) == Some(b), "{n} differs");
-    }
-}
-
-/// Source symbols of `files` under the push profile.
-fn symbols(files: &[(String, Vec<u8>)]) -> u64 {
-    let t = Profile::Push.server().symbol_size as u64;
-    files.iter().map(|f| (f.1.len() as u64).div_ceil(t)).sum()
-}
-
-/// `n` listeners at `loss` of `files`, the i-th joining at `i * gap_s`
-/// with seed `seed_base + i`, for `run_s` seconds: each one's time to its
-/// verified files over the ideal, k packets / (1 - loss) at `cfg`'s rate.
-fn delay_ratios(
-    cfg: PushConfig,
-    files: &[(String, Vec<u8>)],
-    loss: f64,
-    n: u64,
-    gap_s: f64,
-    seed_base: u64,
-    run_s: f64,
-) -> Vec<f64> {
-    let packet = cfg.server.packet_interval.as_secs_f64();
-    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, files).expect("lan");
-    for i in 0..n {
-        lan.listener(listener(loss, gap_s * i as f64), seed_base + i);
-    }
-    lan.run(secs(run_s));
-    let ideal = packet * symbols(files) as f64 / (1.0 - loss);
-    (lan.reports().iter())
-        .map(|r| {
-            check_files(r, files);
-            r.delay.expect("finished").as_secs_f64() / ideal
-        })
-        .collect()
-}
 
 #[test]
 fn listeners_at_0_20_and_50_percent_loss_all_verify_near_the_bound() {
@@ -205,8 +132,10 @@ fn a_low_loss_listener_of_many_small_files_needs_one_pass_of_each() {
             (format!("site/p{i:02}.html"), bytes(len, seed + i))
         })
         .collect();
+    // Each file alone (`--no-packs`): the pass sizing of single files.
     let run = |odds: Option<repocast_core::server::config::PassOdds>| {
         let mut cfg = config();
+        cfg.packs = false;
         cfg.server.push_pass_odds = odds;
         delay_ratios(cfg, &files, 0.05, 4, 0.021, seed * 10, 60.0)
     };
@@ -240,7 +169,11 @@ fn a_low_loss_listener_of_a_site_of_tiny_files_needs_one_cycle() {
             (format!("site/p{i:03}.html"), bytes(len, seed + i))
         })
         .collect();
-    let ratios = delay_ratios(config(), &files, 0.05, 10, 0.037, seed * 10, 60.0);
+    // Each file alone (`--no-packs`): packed, these files take one block's
+    // odds, not 600 files' (`push_packs.rs`).
+    let mut cfg = config();
+    cfg.packs = false;
+    let ratios = delay_ratios(cfg, &files, 0.05, 10, 0.037, seed * 10, 60.0);
     // One cycle is about 1.5x the ideal here (a pass gives the smallest
     // files several times their size); a second cycle is 2x and more.
     let second = ratios.iter().filter(|&&x| x > 1.8).count();

@@ -17,15 +17,26 @@
 //! ([`crate::wire::catalogue::HeadKind`]); a listener receives the pack
 //! and cuts out the members it selected ([`super::store::BlockStore::unpack`]).
 //!
-//! Which files share a pack: files smaller than [`SMALL_SHARE`] of a
-//! block, in the order of the set (by name, so a folder's files share
-//! packs), hottest first under MAD (so a pack's files are about as
-//! popular as each other). A pack is closed when the next file would not
-//! fit, or once it is half full after a file whose name's hash says so (a
-//! cut that depends on names, not positions: a file added or removed
-//! changes its own pack and rarely the next, not every pack after it, so a
-//! satellite listener receives little again). A pack of one file stays a
-//! file.
+//! How large a pack: a block, so that a listener at high loss, which needs
+//! several passes of each pack, rarely needs one more for its unluckiest
+//! pack (the count it receives of a pass varies by the square root of the
+//! pack: of packs of 160 symbols a 50% listener of a 600-file site took
+//! 1.43-1.65x the ideal, of blocks of 1,250 1.06x). But when the pusher
+//! has popularity weights (MAD with `--popularity`), its listeners are
+//! visitors after a few files each: a pack is then at most [`SET_SHARE`]
+//! of the whole set's bytes, so a visitor after one small file waits at
+//! most that share of a cycle longer for its pack than for the file alone
+//! (and at least [`MIN_PACK_SYMBOLS`], or a small set would gain nothing).
+//!
+//! Which files share a pack: files smaller than half a pack and than
+//! [`SMALL_SHARE`] of a block, in the order of the set (by name, so a
+//! folder's files share packs), hottest first under MAD (so a pack's files
+//! are about as popular as each other). A pack is closed when the next
+//! file would not fit, or once it is half full after a file whose name's
+//! hash says so (a cut that depends on names, not positions: a file added
+//! or removed changes its own pack and rarely the next, not every pack
+//! after it, so a satellite listener receives little again). A pack of one
+//! file stays a file.
 
 use super::push::PushItem;
 use crate::fec::layout::Layout;
@@ -34,8 +45,15 @@ use crate::wire::FecParams;
 use crate::{ItemId, sched::SchedulerKind};
 
 /// Files smaller than this share of a block's bytes are packed (1/8: 156
-/// symbols of a 1,250-symbol block, 219 KiB at 1,400-byte symbols).
+/// symbols of a 1,250-symbol block, 220 KiB at 1,440-byte symbols), if
+/// they are also under half a pack.
 pub const SMALL_SHARE: u64 = 8;
+/// A pack is at most this share of the set's bytes (1/32: 256 KiB of an
+/// 8 MiB set; a block from 55 MiB on).
+pub const SET_SHARE: u64 = 32;
+/// A pack may always reach this many symbols (a set of a few megabytes
+/// is a few such packs).
+pub const MIN_PACK_SYMBOLS: u64 = 64;
 
 /// One in this many names closes a half-full pack.
 const CUT_ONE_IN: u8 = 4;
@@ -159,13 +177,23 @@ fn read_pack(
     }
 }
 
+/// Whether the scheduler has popularity weights (MAD with weights not all
+/// equal: `push` without `--popularity` gives every file the same).
+fn has_weights(s: &SchedulerKind) -> bool {
+    match s {
+        SchedulerKind::Mad { weights } => weights.iter().any(|w| Some(w) != weights.first()),
+        _ => false,
+    }
+}
+
 /// Whether a pack at least half full closes after the file `name`.
 fn cut_after(name: &str) -> bool {
     blake3::hash(name.as_bytes()).as_bytes()[0] < u8::MAX / CUT_ONE_IN
 }
 
 /// Packs the small files of `files` for blocks of `fec` (the base
-/// layout: a pack is at most one block), ordered hottest first by
+/// layout: a pack is at most one block; see the module's notes for its
+/// size and which files go in), ordered hottest first by
 /// `scheduler`'s MAD weights if it has them, and hashes each pack through
 /// `source` (which reads file `i` as item `i`).
 pub fn plan(
@@ -174,8 +202,15 @@ pub fn plan(
     files: Vec<PushItem>,
     source: &mut dyn BlockSource,
 ) -> Result<PushSet, SourceError> {
-    let cap = fec.max_block_symbols as u64 * fec.symbol_size as u64;
-    let small = cap / SMALL_SHARE;
+    let t = fec.symbol_size as u64;
+    let block = fec.max_block_symbols as u64 * t;
+    let total: u64 = files.iter().map(|f| f.info.size).sum();
+    let cap = if has_weights(scheduler) {
+        (total / SET_SHARE).max(MIN_PACK_SYMBOLS * t).min(block)
+    } else {
+        block
+    };
+    let small = (cap / 2).min(block / SMALL_SHARE);
     let mut order: Vec<usize> = (0..files.len())
         .filter(|&i| (1..small).contains(&files[i].info.size))
         .collect();
@@ -283,9 +318,10 @@ mod tests {
 
     #[test]
     fn small_files_share_packs_of_at_most_a_block_and_large_ones_stay_alone() {
-        // A block is 100,000 bytes; files under 12,500 are small.
+        // A block is 100,000 bytes; files under 12,500 are small. The set
+        // is 3.2 MB, so packs may be a whole block (a 32nd is more).
         let mut sizes: Vec<u64> = (0..300).map(|i| 200 + (i * 37) % 9_000).collect();
-        sizes.extend([12_500, 50_000, 0]);
+        sizes.extend([12_500, 50_000, 0, 2_000_000]);
         let (items, mut src) = set(&sizes);
         let s = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
         let mut seen = vec![0; sizes.len()];
@@ -307,14 +343,37 @@ mod tests {
         let alone = (0..300).filter(|&i| seen[i] == 0).count();
         assert!(alone <= 1, "{alone}");
         assert!(seen[..300].iter().all(|&n| n <= 1));
-        assert_eq!(&seen[300..], &[0, 0, 0]);
+        assert_eq!(&seen[300..], &[0, 0, 0, 0]);
         // 1.4 MB of small files: 14 blocks' worth, in at most twice that
         // many packs (each closes at least half full, but the last).
         let n = s.packs.len();
         assert!((14..=29).contains(&n), "{n} packs");
         // Items on the channel: the files alone, then the packs.
         let units = s.units();
-        assert_eq!(units.len(), 3 + alone + n);
+        assert_eq!(units.len(), 4 + alone + n);
+    }
+
+    #[test]
+    fn with_popularity_a_pack_is_a_small_share_of_a_large_set() {
+        // 1,000 files of 1-9 KB (5 MB). Packs are blocks, but with
+        // popularity weights at most a 32nd of the set; next to one file
+        // of 60 MB, blocks again.
+        let mut sizes: Vec<u64> = (0..1000).map(|i| 1_000 + (i * 71) % 8_000).collect();
+        let small_total: u64 = sizes.iter().sum();
+        let largest = |sizes: &[u64], weighted: bool| {
+            let (items, mut src) = set(sizes);
+            let w = (0..sizes.len()).map(|i| if weighted { 1.0 + (i % 3) as f64 } else { 2.0 });
+            let mad = SchedulerKind::Mad { weights: w.collect() };
+            let s = plan(&FEC, &mad, items, &mut src).expect("plan");
+            s.packs.iter().map(|p| p.info.size).max().unwrap_or(0)
+        };
+        let block = |x: u64| x > 90_000 && x <= 100_000;
+        assert!(block(largest(&sizes, false)));
+        let weighted = largest(&sizes, true);
+        assert!(weighted <= small_total / SET_SHARE, "{weighted}");
+        assert!(weighted > small_total / SET_SHARE / 2, "{weighted}");
+        sizes.push(60_000_000);
+        assert!(block(largest(&sizes, true)));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Helpers shared by the simulator's test binaries.
 
+pub mod push;
+
 /// The seed a test runs with: `REPOCAST_SEED` if set (to replay a
 /// failure), else `default`.
 pub fn seed_or(default: u64) -> u64 {

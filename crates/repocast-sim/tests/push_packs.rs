@@ -1,0 +1,204 @@
+//! Push mode's packs of small files on a virtual LAN: the push and listen
+//! endpoints `repocast push` and `repocast listen` run, with the shipped
+//! [`Profile::Push`] settings, through seeded loss. Small files share
+//! packs of up to a block; a listener receives the packs of the files it
+//! selected and cuts those files out.
+
+mod common;
+
+use common::push::*;
+use common::seed_or;
+use repocast_core::Instant;
+use repocast_core::auth::Identity;
+use repocast_core::endpoint::Channel;
+use repocast_core::endpoint::Dest;
+use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
+use repocast_core::endpoint::push::PushEndpoint;
+use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::profile::Profile;
+use repocast_core::rng::Rng;
+use repocast_sim::push_lan::{PushLan, push_items};
+
+/// `n` files of 500 bytes to 50 KB, log-uniform (a quarter of them one
+/// symbol), and two larger ones sent alone.
+fn site(seed: u64, n: u64) -> Vec<(String, Vec<u8>)> {
+    let mut r = Rng::new(seed);
+    let mut files: Vec<(String, Vec<u8>)> = (0..n)
+        .map(|i| {
+            let len = (500.0 * 100f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
+            (format!("site/p{i:03}.html"), bytes(len, seed + i))
+        })
+        .collect();
+    files.push(("site/video.bin".into(), bytes(1 << 20, seed + n)));
+    files.push(("site/style.css".into(), bytes(300_000, seed + n + 1)));
+    files
+}
+
+fn median(x: &[f64]) -> f64 {
+    let mut v = x.to_vec();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A site of 600 small files: packed, a listener at 5% loss takes about
+/// the time the bytes need, and one at 50% not much more; each file alone
+/// (`--no-packs`) their passes give the smallest files several times
+/// their size and a 50% listener waits cycles for its unluckiest file.
+/// (A pass is sized so a 5% listener has every block after one pass with
+/// 90% odds: about one in ten waits a second cycle for its unluckiest
+/// block, packed or not.)
+#[test]
+fn a_site_of_small_files_in_packs_takes_about_the_time_its_bytes_need() {
+    let seed = seed_or(11);
+    let files = site(seed, 600);
+    let run = |packs: bool, loss: f64, n: u64| {
+        let mut cfg = config();
+        cfg.packs = packs;
+        delay_ratios(cfg, &files, loss, n, 0.037, seed * 10, 120.0)
+    };
+    let (packed5, packed50) = (run(true, 0.05, 10), run(true, 0.5, 3));
+    let (alone5, alone50) = (run(false, 0.05, 10), run(false, 0.5, 3));
+    eprintln!(
+        "packed: 5% {packed5:.3?}, 50% {packed50:.3?}; alone: 5% {alone5:.3?}, 50% {alone50:.3?}"
+    );
+    let second = packed5.iter().filter(|&&x| x > 1.12).count();
+    assert!(second <= 2, "{packed5:.3?}");
+    assert!(median(&packed5) < 1.05, "{packed5:.3?}");
+    assert!(packed50.iter().all(|&x| x < 1.3), "{packed50:.3?}");
+    assert!(median(&alone5) > 1.25 * median(&packed5), "{alone5:.3?}");
+    assert!(median(&alone50) > 1.25 * median(&packed50), "{alone50:.3?}");
+}
+
+/// Listeners naming some small files receive their packs and keep only
+/// those files, each verified, at 20% loss; a name that is in no pack and
+/// no file fails alone.
+#[test]
+fn a_listener_naming_small_files_keeps_only_those() {
+    let seed = seed_or(12);
+    let files = site(seed, 300);
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    assert!(lan.pusher().catalogue_len() > 0);
+    let selects: [&[&str]; 3] = [
+        &["site/p007.html"],
+        &["site/p1*.html", "site/video.bin"],
+        &["site/p007.html", "site/missing.html"],
+    ];
+    for (i, s) in selects.iter().enumerate() {
+        let mut l = listener(0.2, 0.01 * i as f64);
+        l.cfg.select = s.iter().map(|x| x.to_string()).collect();
+        l.cfg.timeout = std::time::Duration::from_secs(5);
+        lan.listener(l, seed * 10 + i as u64);
+    }
+    lan.run(secs(60.0));
+    let reports = lan.reports();
+    let want = |r: &repocast_sim::push_lan::PushReport, names: Vec<&str>| {
+        let mut got: Vec<&str> = r.files.keys().map(String::as_str).collect();
+        got.sort();
+        let mut names = names;
+        names.sort();
+        assert_eq!(got, names);
+        for n in names {
+            let src = files.iter().find(|f| f.0 == n).expect("a file of the set");
+            assert_eq!(r.files.get(n), Some(&src.1), "{n}");
+        }
+    };
+    want(&reports[0], vec!["site/p007.html"]);
+    assert!(reports[0].outcomes.iter().all(|o| o.result.is_ok()));
+    let hundreds: Vec<&str> = (files.iter())
+        .map(|f| f.0.as_str())
+        .filter(|n| n.starts_with("site/p1") || *n == "site/video.bin")
+        .collect();
+    assert_eq!(hundreds.len(), 101);
+    want(&reports[1], hundreds);
+    assert_eq!(reports[1].outcomes.len(), 101);
+    // The missing name is never found: the listener takes the one it
+    // found once its wait for the rest of the catalogue ends.
+    let r = &reports[2];
+    let ok: Vec<&str> = (r.outcomes.iter())
+        .filter(|o| o.result.is_ok())
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(ok, vec!["site/p007.html"], "{:?}", r.outcomes);
+}
+
+/// A listener killed after some packs verified: restarted with what its
+/// store made durable, it receives only the packs it had not, and every
+/// file verifies.
+#[test]
+fn a_listener_killed_midway_keeps_the_packs_it_verified() {
+    let seed = seed_or(13);
+    let files = site(seed, 600);
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    let mut l = listener(0.0, 0.0);
+    // About 8.5 MB at 100 Mbit/s: a cycle of 0.75 s; killed in the middle
+    // of a pack's pass (at 0.4 s it would be between two, and lose
+    // nothing).
+    l.crash_at = Some(secs(0.5));
+    lan.listener(l, seed);
+    lan.listener(listener(0.0, 0.0), seed + 1);
+    lan.run(secs(60.0));
+    let reports = lan.reports();
+    check_files(&reports[0], &files);
+    check_files(&reports[1], &files);
+    let (killed, whole) = (&reports[0], &reports[1]);
+    eprintln!(
+        "killed: {:?}, {} blocks, {} heard; whole: {:?}, {} blocks, {} heard",
+        killed.delay,
+        killed.blocks_written,
+        killed.data_heard,
+        whole.delay,
+        whole.blocks_written,
+        whole.data_heard
+    );
+    // Blocks written: the same as a listener never killed.
+    assert_eq!(killed.blocks_written, whole.blocks_written);
+    // It was killed with work left (it finished later) and with packs
+    // verified (it heard less than twice the set).
+    assert!(killed.delay > whole.delay);
+    assert!(killed.data_heard < 2 * whole.data_heard);
+}
+
+/// A pack whose member does not match its hash in the catalogue (a file
+/// changed between the scan and the packing): that member fails with a
+/// reason, the rest of its pack and of the set verify.
+#[test]
+fn a_member_that_does_not_match_its_hash_fails_alone() {
+    let seed = seed_or(14);
+    let files = site(seed, 40);
+    let id = Identity::from_seed([7; 32]);
+    let cfg = config();
+    let (mut items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
+    items[3].info.hash = [0xee; 32];
+    let set = cfg.plan(items, &mut source).expect("plan");
+    assert!(set.packs.iter().any(|p| p.members.contains(&3)), "file 3 is packed");
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
+    let mut lcfg = ListenConfig::new(Profile::Push.client());
+    lcfg.trust = Some(id.public());
+    let mut ep = ListenEndpoint::new(Instant::ZERO, lcfg, MemoryStore::default());
+    let (mut now, mut buf) = (Instant::ZERO, Vec::new());
+    while !ep.is_finished() && now < secs(30.0) {
+        while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
+            let ch = match dest {
+                Dest::Announce => Channel::Announce,
+                _ => Channel::Data,
+            };
+            ep.handle_datagram(now, ch, &buf);
+            ep.decode_here(now);
+        }
+        now = push.poll_timeout().expect("a running pusher has a deadline");
+        ep.handle_timeout(now);
+    }
+    let outcomes = ep.outcomes();
+    assert_eq!(outcomes.len(), files.len());
+    for o in &outcomes {
+        if o.name == files[3].0 {
+            let e = o.result.as_ref().expect_err("the changed member fails");
+            assert!(e.contains("hash"), "{e}");
+        } else {
+            assert_eq!(o.result, Ok(()), "{}", o.name);
+        }
+    }
+    let store = ep.store().expect("store");
+    assert!(store.file(&files[3].0).is_none());
+    assert_eq!(store.file(&files[4].0), Some(&files[4].1[..]));
+}
