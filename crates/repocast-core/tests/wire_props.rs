@@ -614,7 +614,15 @@ mod catalogue_pieces {
         hashed.hashes = vec![[1; 32]];
         let bad = [
             // A pack with a name.
-            with(vec![entry(0, 0, 1, Some(ItemHead { kind: HeadKind::Pack, ..head("x", 1) }))]),
+            with(vec![entry(
+                0,
+                0,
+                1,
+                Some(ItemHead {
+                    kind: HeadKind::Pack,
+                    ..head("x", 1)
+                }),
+            )]),
             // A member of itself, of an item past the version, with hashes,
             // in two parts, or reaching past any item's size.
             with(vec![entry(1, 0, 1, Some(member(1, 0)))]),

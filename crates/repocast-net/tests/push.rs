@@ -243,3 +243,55 @@ async fn a_listener_takes_signed_symbols_under_loss() {
     assert_eq!(r.signing.bad_batches, 0);
     h.stop().await.expect("stop");
 }
+
+/// Small files travel in packs: the listener cuts each one out with its
+/// mode and mtime; run again into the same folder, it finds every file in
+/// place and receives no pack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_come_out_of_their_packs_with_their_attributes() {
+    let files: Vec<(String, usize)> = (0..40)
+        .map(|i| (format!("site/p{i:02}.html"), 500 + i * 1_500))
+        .collect();
+    let names: Vec<&str> = files.iter().map(|f| f.0.as_str()).collect();
+    let spec: Vec<(&str, usize)> = files.iter().map(|f| (f.0.as_str(), f.1)).collect();
+    let repo = seeded_repo(&spec, 8);
+    let odd = repo.path().join("site/p07.html");
+    std::fs::set_permissions(&odd, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let (h, o) = start_push(repo.path(), None).await;
+    assert!(
+        h.banner.contains("40 files (small ones in 2 packs)"),
+        "{}",
+        h.banner
+    );
+    let out = tempfile::tempdir().expect("tmp");
+    for run in 0..2 {
+        let mut l = listen_opts(&o, out.path(), 0.2, 20 + run);
+        l.trust = Some(h.key);
+        let r = listen(l, None, None).await.expect("listen");
+        check(&r, repo.path(), out.path(), &names);
+        // Each pack is one block: decoded in the first run, none again in
+        // the second (every file in place, no pack received).
+        match run {
+            0 => assert!(r.decode_jobs >= 1),
+            _ => assert_eq!(r.decode_jobs, 0),
+        }
+    }
+    let m = std::fs::metadata(out.path().join("site/p07.html")).expect("meta");
+    assert_eq!(m.permissions().mode() & 0o777, 0o600);
+    let src = std::fs::metadata(&odd).expect("meta");
+    let secs = |m: &std::fs::Metadata| {
+        m.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs())
+    };
+    assert_eq!(secs(&m), secs(&src), "mtime from the catalogue");
+    // Nothing of the pack is left in the listener's state folder.
+    let partial = out.path().join(".repocast/partial");
+    let left: Vec<_> = std::fs::read_dir(&partial)
+        .expect("partial")
+        .flatten()
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    h.stop().await.expect("stop");
+}

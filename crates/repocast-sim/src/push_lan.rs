@@ -162,7 +162,8 @@ impl PushLan {
         version: u64,
         files: &[(String, Vec<u8>)],
     ) -> Result<(), ServerError> {
-        let (items, mut source) = push_items(files, |size| self.push.config().server.item_fec(size))?;
+        let (items, mut source) =
+            push_items(files, |size| self.push.config().server.item_fec(size))?;
         let set = self.push.config().plan(items, &mut source)?;
         self.source = source;
         self.push.replace(self.now, version, set)

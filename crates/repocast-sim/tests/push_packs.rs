@@ -170,7 +170,10 @@ fn a_member_that_does_not_match_its_hash_fails_alone() {
     let (mut items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
     items[3].info.hash = [0xee; 32];
     let set = cfg.plan(items, &mut source).expect("plan");
-    assert!(set.packs.iter().any(|p| p.members.contains(&3)), "file 3 is packed");
+    assert!(
+        set.packs.iter().any(|p| p.members.contains(&3)),
+        "file 3 is packed"
+    );
     let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
     let mut lcfg = ListenConfig::new(Profile::Push.client());
     lcfg.trust = Some(id.public());
@@ -185,7 +188,9 @@ fn a_member_that_does_not_match_its_hash_fails_alone() {
             ep.handle_datagram(now, ch, &buf);
             ep.decode_here(now);
         }
-        now = push.poll_timeout().expect("a running pusher has a deadline");
+        now = push
+            .poll_timeout()
+            .expect("a running pusher has a deadline");
         ep.handle_timeout(now);
     }
     let outcomes = ep.outcomes();

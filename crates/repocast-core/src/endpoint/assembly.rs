@@ -245,7 +245,10 @@ impl Assembly {
     pub fn orphans(&self) -> Vec<String> {
         (self.members.iter())
             .filter(|(p, _)| self.heads.get(p).is_none_or(|h| h.kind != HeadKind::Pack))
-            .flat_map(|(_, ms)| ms.iter().filter_map(|m| Some(self.heads.get(m)?.name.clone())))
+            .flat_map(|(_, ms)| {
+                ms.iter()
+                    .filter_map(|m| Some(self.heads.get(m)?.name.clone()))
+            })
             .collect()
     }
 

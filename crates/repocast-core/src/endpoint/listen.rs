@@ -360,7 +360,12 @@ impl<S: BlockStore> ListenEndpoint<S> {
         };
         self.packs = (selected.iter())
             .filter(|(_, h)| h.kind == HeadKind::Pack)
-            .map(|(m, _)| (m.item, a.members(m.item).iter().map(|(_, h)| member(h)).collect()))
+            .map(|(m, _)| {
+                (
+                    m.item,
+                    a.members(m.item).iter().map(|(_, h)| member(h)).collect(),
+                )
+            })
             .collect();
         // What the user sees: files, whether sent alone or in a pack.
         let mut visible: Vec<(String, [u8; 32], u64)> = (selected.iter())
@@ -378,13 +383,17 @@ impl<S: BlockStore> ListenEndpoint<S> {
             .collect();
         let names = visible.iter().map(|(n, _, _)| n.clone()).collect();
         for n in orphans {
-            self.record(n, Err("the catalogue puts it in an item that is no pack".into()));
+            self.record(
+                n,
+                Err("the catalogue puts it in an item that is no pack".into()),
+            );
         }
         // Files already verified with the same content are not received
         // again (satellite mode across versions); nor is a pack whose
         // selected members all are, or are in place already.
         let verified = |r: &BTreeMap<String, ([u8; 32], Outcome)>, name: &str, hash: &[u8; 32]| {
-            r.get(name).is_some_and(|(h, o)| h == hash && o.result.is_ok())
+            r.get(name)
+                .is_some_and(|(h, o)| h == hash && o.result.is_ok())
         };
         let mut todo = Vec::new();
         for (m, h) in selected {
@@ -396,7 +405,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
             };
             let store = inner.store_mut();
             let have = |p: &PackMember| {
-                verified(&self.results, &p.name, &p.hash) || store.has_file(&p.name, p.size, &p.hash)
+                verified(&self.results, &p.name, &p.hash)
+                    || store.has_file(&p.name, p.size, &p.hash)
             };
             if members.iter().all(have) {
                 for p in members.clone() {

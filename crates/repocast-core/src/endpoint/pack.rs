@@ -112,7 +112,9 @@ impl PushSet {
                 }
             }
         }
-        let alone = (0..self.files.len()).filter(|&i| !packed[i]).map(Unit::File);
+        let alone = (0..self.files.len())
+            .filter(|&i| !packed[i])
+            .map(Unit::File);
         let packs = self.packs.iter().map(|p| {
             Unit::Pack(
                 (p.members.iter())
@@ -363,7 +365,9 @@ mod tests {
         let largest = |sizes: &[u64], weighted: bool| {
             let (items, mut src) = set(sizes);
             let w = (0..sizes.len()).map(|i| if weighted { 1.0 + (i % 3) as f64 } else { 2.0 });
-            let mad = SchedulerKind::Mad { weights: w.collect() };
+            let mad = SchedulerKind::Mad {
+                weights: w.collect(),
+            };
             let s = plan(&FEC, &mad, items, &mut src).expect("plan");
             s.packs.iter().map(|p| p.info.size).max().unwrap_or(0)
         };
@@ -403,7 +407,9 @@ mod tests {
     #[test]
     fn mad_packs_hot_files_together_and_a_new_file_moves_few_packs() {
         let sizes: Vec<u64> = (0..400).map(|i| 500 + (i * 53) % 5_000).collect();
-        let weights: Vec<f64> = (0..400).map(|i| if i % 2 == 0 { 10.0 } else { 1.0 }).collect();
+        let weights: Vec<f64> = (0..400)
+            .map(|i| if i % 2 == 0 { 10.0 } else { 1.0 })
+            .collect();
         let (items, mut src) = set(&sizes);
         let mad = SchedulerKind::Mad { weights };
         let s = plan(&FEC, &mad, items, &mut src).expect("plan");
@@ -433,7 +439,10 @@ mod tests {
         }
         let after = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
         let names = |s: &PushSet, p: &Pack| -> Vec<String> {
-            p.members.iter().map(|&m| s.files[m].info.name.clone()).collect()
+            p.members
+                .iter()
+                .map(|&m| s.files[m].info.name.clone())
+                .collect()
         };
         let old: Vec<_> = before.packs.iter().map(|p| names(&before, p)).collect();
         let kept = (after.packs.iter())

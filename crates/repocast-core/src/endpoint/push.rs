@@ -129,7 +129,8 @@ impl PushConfig {
             return Ok(files.into());
         }
         let s = &self.server;
-        super::pack::plan(&s.base_fec(), &s.scheduler, files, source).map_err(|e| ServerError::Pack(e.to_string()))
+        super::pack::plan(&s.base_fec(), &s.scheduler, files, source)
+            .map_err(|e| ServerError::Pack(e.to_string()))
     }
 }
 

@@ -359,7 +359,9 @@ impl BlockStore for MemoryStore {
             .map(|m| {
                 let b = bytes
                     .as_ref()
-                    .and_then(|b| b.get(m.offset as usize..(m.offset.checked_add(m.size)?) as usize))
+                    .and_then(|b| {
+                        b.get(m.offset as usize..(m.offset.checked_add(m.size)?) as usize)
+                    })
                     .ok_or(StoreError::NotOpen("unpack"))?;
                 let ok = blake3::hash(b).as_bytes() == &m.hash;
                 if ok {

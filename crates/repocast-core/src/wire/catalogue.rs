@@ -358,10 +358,8 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
         hashes
     };
     let room = |with_head: bool| {
-        let used = PIECE_FIXED
-            + SIGNATURE_LEN
-            + ENTRY_FIXED
-            + if with_head { head_len(&head) } else { 0 };
+        let used =
+            PIECE_FIXED + SIGNATURE_LEN + ENTRY_FIXED + if with_head { head_len(&head) } else { 0 };
         (PIECE_TARGET.saturating_sub(used) / 32).max(1)
     };
     let first = room(true).min(hashes.len());

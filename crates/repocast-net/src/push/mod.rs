@@ -110,8 +110,9 @@ fn scan(
         .collect::<Vec<_>>();
     let mut source = repo.source();
     let items = if opts.packs {
-        repocast_core::endpoint::pack::plan(fec, &scheduler, files, &mut source)
-            .map_err(|e| NetError::Server(repocast_core::server::ServerError::Pack(e.to_string())))?
+        repocast_core::endpoint::pack::plan(fec, &scheduler, files, &mut source).map_err(|e| {
+            NetError::Server(repocast_core::server::ServerError::Pack(e.to_string()))
+        })?
     } else {
         files.into()
     };
@@ -194,7 +195,8 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         opts.dir.display(),
         match packs {
             0 => String::new(),
-            k => format!(" ({k} packs of small ones)"),
+            1 => " (small ones in 1 pack)".into(),
+            k => format!(" (small ones in {k} packs)"),
         },
         first.bytes as f64 / (1 << 20) as f64,
         match first.skipped {

@@ -394,7 +394,10 @@ impl BlockStore for Store {
             spill: None,
             spill_len: 0,
         };
-        if let Some(meta) = (!pack).then(|| fs::symlink_metadata(&p.final_path).ok()).flatten() {
+        if let Some(meta) = (!pack)
+            .then(|| fs::symlink_metadata(&p.final_path).ok())
+            .flatten()
+        {
             if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path, m.size)? == m.hash
             {
                 self.items.insert(m.item, p);

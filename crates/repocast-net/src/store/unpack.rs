@@ -17,11 +17,17 @@ use std::os::unix::fs::FileExt;
 
 impl Store {
     /// Whether `name` is in place with this size and hash.
-    pub(super) fn in_place(&self, name: &str, size: u64, hash: &[u8; 32]) -> Result<bool, StoreError> {
+    pub(super) fn in_place(
+        &self,
+        name: &str,
+        size: u64,
+        hash: &[u8; 32],
+    ) -> Result<bool, StoreError> {
         let path = safe_path(&self.root, name)?;
-        Ok(fs::symlink_metadata(&path)
-            .is_ok_and(|m| m.is_file() && m.len() == size)
-            && super::hash_file(&path, size)? == *hash)
+        Ok(
+            fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == size)
+                && super::hash_file(&path, size)? == *hash,
+        )
     }
 
     /// [`repocast_core::endpoint::store::BlockStore::unpack`].

@@ -84,4 +84,3 @@ pub fn delay_ratios(
         })
         .collect()
 }
-
