@@ -58,6 +58,40 @@ pub fn symbols_for_odds(d: u32, p: f64, q: f64, at_least: u32) -> u32 {
     n
 }
 
+/// Set odds [`best_set_odds`] weighs, above the configured floor.
+const SET_ODDS: [f64; 7] = [0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999];
+
+/// The odds, over a whole set of blocks, that a listener at loss `p`
+/// needs no second pass of any block, that make its expected time least:
+/// each block gets the set's G-th root ([`symbols_for_odds`]), a pass is
+/// the sum of the blocks' counts, and a listener that misses a block
+/// waits about one more pass for it, so the expected time goes as
+/// pass(q) x (2 - q). Of large blocks a few symbols more buy odds near 1
+/// (a set of packs of 1,250 symbols: 99.9% for 0.5% more); of one-symbol
+/// files they cost their size again. `blocks` is (source symbols, how
+/// many blocks of that size); at least `floor` (the configured odds).
+pub fn best_set_odds(blocks: &[(u32, u64)], p: f64, floor: f64) -> f64 {
+    let g: u64 = blocks.iter().map(|&(_, n)| n).sum();
+    if g == 0 || !(p > 0.0) {
+        return floor;
+    }
+    let expected = |q: f64| {
+        let qb = q.powf((g as f64).recip());
+        let pass: f64 = (blocks.iter())
+            .map(|&(k, n)| symbols_for_odds(k, p, qb, k) as f64 * n as f64)
+            .sum();
+        pass * (2.0 - q)
+    };
+    let mut best = (expected(floor), floor);
+    for q in SET_ODDS.into_iter().filter(|&q| q > floor) {
+        let e = expected(q);
+        if e < best.0 {
+            best = (e, q);
+        }
+    }
+    best.1
+}
+
 /// P[at most n - d of n symbols lost], each with probability `p`: the
 /// odds that a receiver gets at least `d` of `n`.
 pub fn decode_odds(n: u32, d: u32, p: f64) -> f64 {
@@ -133,6 +167,21 @@ fn normal_quantile(q: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_of_large_blocks_buys_high_odds_and_one_of_tiny_files_does_not() {
+        // Ten packs of 1,250 symbols: odds near 1 cost little.
+        let packs = best_set_odds(&[(1250, 10)], 0.05, 0.9);
+        assert!(packs >= 0.99, "{packs}");
+        // A thousand one- and two-symbol files: each step up costs a
+        // symbol per file, more than the misses it saves.
+        let tiny = best_set_odds(&[(1, 500), (2, 500)], 0.05, 0.9);
+        assert!(tiny < 0.99, "{tiny}");
+        // Never below the floor; nothing to weigh without loss or blocks.
+        assert!(best_set_odds(&[(1, 5000)], 0.05, 0.97) >= 0.97);
+        assert_eq!(best_set_odds(&[(1250, 10)], 0.0, 0.9), 0.9);
+        assert_eq!(best_set_odds(&[], 0.05, 0.9), 0.9);
+    }
 
     #[test]
     fn decode_odds_match_hand_sums() {

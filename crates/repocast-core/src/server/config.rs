@@ -246,8 +246,9 @@ pub const PREPARE_JOBS: usize = 2;
 pub struct PassOdds {
     /// The loss the pass is sized for.
     pub loss: f64,
-    /// The odds, over the whole set, that such a listener needs no
-    /// second pass of any item.
+    /// The least odds, over the whole set, that such a listener needs no
+    /// second pass of any item (a set whose blocks make higher odds cheap
+    /// gets them: [`crate::policy::odds::best_set_odds`]).
     pub odds: f64,
 }
 

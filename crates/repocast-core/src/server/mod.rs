@@ -195,8 +195,10 @@ impl RepairJob {
 pub struct Server {
     cfg: ServerConfig,
     items: Vec<ItemState>,
-    /// Blocks of all items (push passes size their blocks by it).
-    set_blocks: u64,
+    /// Push passes: the odds each block gets (the set's best odds,
+    /// [`crate::policy::odds::best_set_odds`], G-th root), and the loss
+    /// they are for.
+    pass_odds: Option<(f64, f64)>,
     names: HashMap<String, ItemId>,
     clients: FastMap<ClientId, ClientState>,
     /// Loss reported by past connections, per address.
@@ -288,7 +290,21 @@ impl Server {
                 failed: None,
             });
         }
-        let set_blocks = states.iter().map(|s| s.layout.blocks() as u64).sum();
+        let pass_odds = cfg
+            .push_pass_odds
+            .filter(|_| cfg.scheduler.is_push())
+            .map(|p| {
+                let mut sizes: BTreeMap<u32, u64> = BTreeMap::new();
+                for s in &states {
+                    for b in 0..s.layout.blocks() {
+                        *sizes.entry(s.layout.block_symbols(b)).or_default() += 1;
+                    }
+                }
+                let g: u64 = sizes.values().sum();
+                let sizes: Vec<(u32, u64)> = sizes.into_iter().collect();
+                let q = crate::policy::odds::best_set_odds(&sizes, p.loss, p.odds);
+                (q.powf((g.max(1) as f64).recip()), p.loss)
+            });
         let scheduler = cfg.scheduler.build();
         let mut demand = DemandTable::new(states.len() as u32, scheduler.q_key());
         if cfg.size_ties && !cfg.scheduler.is_push() {
@@ -297,7 +313,7 @@ impl Server {
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
             items: states,
-            set_blocks,
+            pass_odds,
             names,
             clients: FastMap::default(),
             hosts: Default::default(),

@@ -138,11 +138,8 @@ impl Server {
             tail_odds
         };
         // A push pass: sized for its listeners at the pass's loss.
-        let (max_loss, tail_odds, first_odds) = match self.cfg.push_pass_odds.filter(|_| push) {
-            Some(p) => {
-                let q = p.odds.powf((self.set_blocks.max(1) as f64).recip());
-                (p.loss, Some(q), Some(q))
-            }
+        let (max_loss, tail_odds, first_odds) = match self.pass_odds.filter(|_| push) {
+            Some((q, loss)) => (loss, Some(q), Some(q)),
             None => (max_loss, tail_odds, first_odds),
         };
         let (mut first, mut tail) = (Vec::new(), Vec::new());

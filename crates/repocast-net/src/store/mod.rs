@@ -724,12 +724,17 @@ impl BlockStore for Store {
 /// Gives a verified file the pusher's permission bits (read and write
 /// bits only: a pusher cannot make a set-user-id or executable-by-surprise
 /// file beyond what its mode says for owner, group and others) and mtime.
-pub(crate) fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
-    use std::os::unix::fs::PermissionsExt;
+fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
     let f = OpenOptions::new()
         .write(true)
         .open(path)
         .map_err(|e| StoreError::io(path, e))?;
+    set_file_attributes(&f, path, mode, mtime)
+}
+
+/// [`set_attributes`] on an open file (`path` names it in errors).
+fn set_file_attributes(f: &File, path: &Path, mode: u32, mtime: i64) -> Result<(), StoreError> {
+    use std::os::unix::fs::PermissionsExt;
     let when = if mtime >= 0 {
         std::time::UNIX_EPOCH + std::time::Duration::from_secs(mtime as u64)
     } else {
@@ -738,7 +743,8 @@ pub(crate) fn set_attributes(path: &Path, mode: u32, mtime: i64) -> Result<(), S
     f.set_modified(when).map_err(|e| StoreError::io(path, e))?;
     // Owner read and write always, so the listener can update it later.
     let bits = (mode & 0o777) | 0o600;
-    fs::set_permissions(path, fs::Permissions::from_mode(bits)).map_err(|e| StoreError::io(path, e))
+    f.set_permissions(fs::Permissions::from_mode(bits))
+        .map_err(|e| StoreError::io(path, e))
 }
 
 #[cfg(test)]
