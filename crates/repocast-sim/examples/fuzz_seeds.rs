@@ -166,8 +166,9 @@ fn listen_op(out: &mut Vec<u8>, action: u8, bytes: &[u8]) -> Option<()> {
 
 /// The `listen_endpoint` target's `pushed` input: a pusher keyed as the
 /// target's pinned signer sends item "ab1" (selected by its "a*"; 300
-/// bytes in blocks of four 18-byte symbols) with twice its size in
-/// symbols; every tenth data packet is left out and 10 ms pass between
+/// bytes in blocks of four 18-byte symbols) and a pack of three tiny
+/// files, "ab2" and "ab3" (selected) and "c4" (not), with twice their size
+/// in symbols; every tenth data packet is left out and 10 ms pass between
 /// steps. The name's and the symbols' lengths are such that every
 /// datagram's length has an op byte ([`listen_op`]). Checked here by a
 /// listener set up as the target's: it must end with the item verified.
@@ -180,13 +181,21 @@ fn listen_seed() -> std::io::Result<Vec<u8>> {
         symbol_size: 18,
         max_block_symbols: 4,
     };
-    let bytes: Vec<u8> = (0..300u32).map(|i| (i * 7) as u8).collect();
-    let info = MemorySource::item_info("ab1", &bytes, &fec).map_err(std::io::Error::other)?;
-    let item = PushItem {
-        info,
-        mode: 0o644,
-        mtime: 1_700_000_000,
-    };
+    let files: Vec<(&str, Vec<u8>)> = [("ab1", 300u32), ("ab2", 5), ("ab3", 7), ("c4", 8)]
+        .into_iter()
+        .map(|(n, len)| (n, (0..len).map(|i| (i * 7 + len) as u8).collect()))
+        .collect();
+    let items = (files.iter())
+        .map(|(n, b)| {
+            MemorySource::item_info(n, b, &fec).map(|info| PushItem {
+                info,
+                mode: 0o644,
+                mtime: 1_700_000_000,
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(std::io::Error::other)?;
+    let mut source = MemorySource::new(files.iter().map(|f| f.1.clone()).collect());
     let identity = Identity::from_seed([7; 32]);
     let cfg = PushConfig::shipped(
         &fec,
@@ -198,14 +207,21 @@ fn listen_seed() -> std::io::Result<Vec<u8>> {
         Some(2.0),
     )
     .map_err(std::io::Error::other)?;
-    let mut push = PushEndpoint::new(Instant::ZERO, cfg, identity.clone(), 1, vec![item])
+    let set = cfg
+        .plan(items, &mut source)
+        .map_err(std::io::Error::other)?;
+    if set.packs.len() != 1 {
+        return Err(std::io::Error::other(
+            "the three tiny files are not one pack",
+        ));
+    }
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, identity.clone(), 1, set)
         .map_err(std::io::Error::other)?;
     let mut lcfg = ListenConfig::new(Profile::Push.client());
     lcfg.trust = Some(identity.public());
     lcfg.select = vec!["a*".into()];
     lcfg.memory_budget = 1 << 16;
     let mut listener = ListenEndpoint::new(Instant::ZERO, lcfg, MemoryStore::default());
-    let mut source = MemorySource::new(vec![bytes]);
     let (mut out, mut buf, mut now, mut data) = (Vec::new(), Vec::new(), Instant::ZERO, 0);
     let unfit = |n: usize| std::io::Error::other(format!("no op byte fits a {n}-byte datagram"));
     for _ in 0..2000 {
@@ -233,12 +249,14 @@ fn listen_seed() -> std::io::Result<Vec<u8>> {
         listen_op(&mut out, 4, &[0; 65]).ok_or_else(|| unfit(65))?;
         listener.handle_timeout(now);
     }
-    let ok = listener
-        .outcomes()
-        .iter()
-        .any(|o| o.name == "ab1" && o.result.is_ok());
-    if !ok {
-        return Err(std::io::Error::other("the listener did not verify ab1"));
+    let got: Vec<_> = (listener.outcomes().into_iter())
+        .filter(|o| o.result.is_ok())
+        .map(|o| o.name)
+        .collect();
+    if got != ["ab1", "ab2", "ab3"] {
+        return Err(std::io::Error::other(format!(
+            "the listener verified {got:?}, not ab1, ab2 and ab3"
+        )));
     }
     Ok(out)
 }

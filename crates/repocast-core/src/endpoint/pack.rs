@@ -22,8 +22,8 @@
 //! pack (the count it receives of a pass varies by the square root of the
 //! pack: of packs of 160 symbols a 50% listener of a 600-file site took
 //! 1.43-1.65x the ideal, of blocks of 1,250 1.06x). But when the pusher
-//! has popularity weights (MAD with `--popularity`), its listeners are
-//! visitors after a few files each: a pack is then at most [`SET_SHARE`]
+//! has popularity weights (`--popularity`, with either scheduler), its
+//! listeners are visitors after a few files each: a pack is then at most [`SET_SHARE`]
 //! of the whole set's bytes, so a visitor after one small file waits at
 //! most that share of a cycle longer for its pack than for the file alone
 //! (and at least [`MIN_PACK_SYMBOLS`], or a small set would gain nothing).
@@ -39,10 +39,10 @@
 //! file stays a file.
 
 use super::push::PushItem;
+use crate::ItemId;
 use crate::fec::layout::Layout;
 use crate::server::{BlockSource, ItemInfo, SourceError};
 use crate::wire::FecParams;
-use crate::{ItemId, sched::SchedulerKind};
 
 /// Files smaller than this share of a block's bytes are packed (1/8: 156
 /// symbols of a 1,250-symbol block, 220 KiB at 1,440-byte symbols), if
@@ -179,13 +179,10 @@ fn read_pack(
     }
 }
 
-/// Whether the scheduler has popularity weights (MAD with weights not all
-/// equal: `push` without `--popularity` gives every file the same).
-fn has_weights(s: &SchedulerKind) -> bool {
-    match s {
-        SchedulerKind::Mad { weights } => weights.iter().any(|w| Some(w) != weights.first()),
-        _ => false,
-    }
+/// Whether `weights` say anything (not all equal: `push` without
+/// `--popularity` gives every file the same).
+fn has_weights(weights: &[f64]) -> bool {
+    weights.iter().any(|w| Some(w) != weights.first())
 }
 
 /// Whether a pack at least half full closes after the file `name`.
@@ -195,19 +192,19 @@ fn cut_after(name: &str) -> bool {
 
 /// Packs the small files of `files` for blocks of `fec` (the base
 /// layout: a pack is at most one block; see the module's notes for its
-/// size and which files go in), ordered hottest first by
-/// `scheduler`'s MAD weights if it has them, and hashes each pack through
-/// `source` (which reads file `i` as item `i`).
+/// size and which files go in), ordered hottest first by the popularity
+/// `weights` of the files (by index; empty: none), and hashes each pack
+/// through `source` (which reads file `i` as item `i`).
 pub fn plan(
     fec: &FecParams,
-    scheduler: &SchedulerKind,
+    weights: &[f64],
     files: Vec<PushItem>,
     source: &mut dyn BlockSource,
 ) -> Result<PushSet, SourceError> {
     let t = fec.symbol_size as u64;
     let block = fec.max_block_symbols as u64 * t;
     let total: u64 = files.iter().map(|f| f.info.size).sum();
-    let cap = if has_weights(scheduler) {
+    let cap = if has_weights(weights) {
         (total / SET_SHARE).max(MIN_PACK_SYMBOLS * t).min(block)
     } else {
         block
@@ -216,10 +213,8 @@ pub fn plan(
     let mut order: Vec<usize> = (0..files.len())
         .filter(|&i| (1..small).contains(&files[i].info.size))
         .collect();
-    if let SchedulerKind::Mad { weights } = scheduler {
-        let w = |i: usize| weights.get(i).copied().unwrap_or(0.0);
-        order.sort_by(|&a, &b| w(b).total_cmp(&w(a)).then(a.cmp(&b)));
-    }
+    let w = |i: usize| weights.get(i).copied().unwrap_or(0.0);
+    order.sort_by(|&a, &b| w(b).total_cmp(&w(a)).then(a.cmp(&b)));
     let mut groups: Vec<Vec<usize>> = Vec::new();
     let (mut cur, mut bytes) = (Vec::new(), 0u64);
     for i in order {
@@ -325,7 +320,7 @@ mod tests {
         let mut sizes: Vec<u64> = (0..300).map(|i| 200 + (i * 37) % 9_000).collect();
         sizes.extend([12_500, 50_000, 0, 2_000_000]);
         let (items, mut src) = set(&sizes);
-        let s = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
+        let s = plan(&FEC, &[], items, &mut src).expect("plan");
         let mut seen = vec![0; sizes.len()];
         for p in &s.packs {
             assert!(p.members.len() >= 2);
@@ -364,11 +359,10 @@ mod tests {
         let small_total: u64 = sizes.iter().sum();
         let largest = |sizes: &[u64], weighted: bool| {
             let (items, mut src) = set(sizes);
-            let w = (0..sizes.len()).map(|i| if weighted { 1.0 + (i % 3) as f64 } else { 2.0 });
-            let mad = SchedulerKind::Mad {
-                weights: w.collect(),
-            };
-            let s = plan(&FEC, &mad, items, &mut src).expect("plan");
+            let w: Vec<f64> = (0..sizes.len())
+                .map(|i| if weighted { 1.0 + (i % 3) as f64 } else { 2.0 })
+                .collect();
+            let s = plan(&FEC, &w, items, &mut src).expect("plan");
             s.packs.iter().map(|p| p.info.size).max().unwrap_or(0)
         };
         let block = |x: u64| x > 90_000 && x <= 100_000;
@@ -383,7 +377,7 @@ mod tests {
     #[test]
     fn a_pack_reads_across_its_members() {
         let (items, mut src) = set(&[3_000, 5_000, 4_000]);
-        let s = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
+        let s = plan(&FEC, &[], items, &mut src).expect("plan");
         assert_eq!(s.packs.len(), 1);
         let units = s.units();
         let mut us = UnitSource {
@@ -411,8 +405,7 @@ mod tests {
             .map(|i| if i % 2 == 0 { 10.0 } else { 1.0 })
             .collect();
         let (items, mut src) = set(&sizes);
-        let mad = SchedulerKind::Mad { weights };
-        let s = plan(&FEC, &mad, items, &mut src).expect("plan");
+        let s = plan(&FEC, &weights, items, &mut src).expect("plan");
         // The hot (even) files come first and share packs with each other.
         let mixed = (s.packs.iter())
             .filter(|p| {
@@ -425,7 +418,7 @@ mod tests {
         // One file more in the middle of the names: most packs keep their
         // exact members.
         let (items, mut src) = set(&sizes);
-        let before = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
+        let before = plan(&FEC, &[], items, &mut src).expect("plan");
         let mut grown = sizes.clone();
         grown.insert(200, 3_000);
         let (mut items, mut src) = set(&grown);
@@ -437,7 +430,7 @@ mod tests {
                 _ => format!("f{:04}", i - 1),
             };
         }
-        let after = plan(&FEC, &SchedulerKind::Flat, items, &mut src).expect("plan");
+        let after = plan(&FEC, &[], items, &mut src).expect("plan");
         let names = |s: &PushSet, p: &Pack| -> Vec<String> {
             p.members
                 .iter()

@@ -117,7 +117,8 @@ impl PushConfig {
     }
 
     /// The set to push for `files`: its small files packed (when
-    /// [`PushConfig::packs`]), each pack hashed through `source`, which
+    /// [`PushConfig::packs`]; by the MAD weights if the scheduler has
+    /// them), each pack hashed through `source`, which
     /// reads file `i` as item `i`. Drivers run it where they scan the
     /// folder, off the sending path.
     pub fn plan(
@@ -129,7 +130,11 @@ impl PushConfig {
             return Ok(files.into());
         }
         let s = &self.server;
-        super::pack::plan(&s.base_fec(), &s.scheduler, files, source)
+        let weights = match &s.scheduler {
+            crate::sched::SchedulerKind::Mad { weights } => &weights[..],
+            _ => &[],
+        };
+        super::pack::plan(&s.base_fec(), weights, files, source)
             .map_err(|e| ServerError::Pack(e.to_string()))
     }
 }

@@ -83,23 +83,26 @@ fn scan(
 ) -> Result<Scan, NetError> {
     let repo = Repository::scan(&opts.dir, fec, growth)?;
     let names: Vec<&str> = repo.files.iter().map(|f| f.info.name.as_str()).collect();
+    // Popularity weights, by file: MAD's, and what packs are sized by
+    // (visitors after a few files each), whichever the scheduler.
+    let weights = match &opts.popularity {
+        Some(p) => {
+            let (w, skipped) = popularity::read(p)?;
+            if skipped > 0 {
+                tracing::warn!("{}: {skipped} lines skipped", p.display());
+            }
+            popularity::weights_for(&names, &w)
+        }
+        None => Vec::new(),
+    };
     let scheduler = match opts.scheduler {
         PushScheduler::Flat => SchedulerKind::Flat,
-        PushScheduler::Mad => {
-            let by_name = match &opts.popularity {
-                Some(p) => {
-                    let (w, skipped) = popularity::read(p)?;
-                    if skipped > 0 {
-                        tracing::warn!("{}: {skipped} lines skipped", p.display());
-                    }
-                    w
-                }
-                None => HashMap::new(),
-            };
-            SchedulerKind::Mad {
-                weights: popularity::weights_for(&names, &by_name),
-            }
-        }
+        PushScheduler::Mad => SchedulerKind::Mad {
+            weights: match weights.is_empty() {
+                true => popularity::weights_for(&names, &HashMap::new()),
+                false => weights.clone(),
+            },
+        },
     };
     let files = (repo.files.iter())
         .map(|f| PushItem {
@@ -110,7 +113,7 @@ fn scan(
         .collect::<Vec<_>>();
     let mut source = repo.source();
     let items = if opts.packs {
-        repocast_core::endpoint::pack::plan(fec, &scheduler, files, &mut source).map_err(|e| {
+        repocast_core::endpoint::pack::plan(fec, &weights, files, &mut source).map_err(|e| {
             NetError::Server(repocast_core::server::ServerError::Pack(e.to_string()))
         })?
     } else {
