@@ -101,7 +101,7 @@ fn main() {
             },
         ),
     ] {
-        let push = PushConfig::shipped(
+        let mut push = PushConfig::shipped(
             &fec,
             repocast_core::profile::push_block_growth(CodeKind::RaptorQ, None),
             sched,
@@ -111,6 +111,8 @@ fn main() {
             None,
         )
         .unwrap_or_else(|e| fail(format!("pusher: {e}")));
+        // `push --popularity`, as the benchmark runs both schedulers.
+        push.popularity = plan.weights();
         let setup = Setup {
             push,
             loss: num("loss", 0.05),

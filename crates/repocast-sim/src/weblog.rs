@@ -195,25 +195,36 @@ pub fn predict_lan(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
 
 /// The plan through the accounting engine, as sweep 9 models push mode:
 /// the pusher's settings (scheduler, code, and its data packet interval,
-/// which leaves the catalogue its share of the rate), clients that start
-/// with the manifests and need any k symbols of a block. The wait for the
-/// catalogue is what it leaves out.
+/// which leaves the catalogue its share of the rate) and the items it
+/// sends (files alone, and packs of small ones), clients that start with
+/// the manifests and need any k symbols of a block of each item that
+/// carries a file they want. The wait for the catalogue is what it leaves
+/// out.
 pub fn predict_engine(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
     use crate::engine::{ClientSpec, Harness};
-    let sizes: Vec<u64> = plan.files.iter().map(|f| f.1.len() as u64).collect();
-    // The interval the pusher runs with once its catalogue is built.
     let identity = Identity::from_seed([9; 32]);
     let pusher = PushLan::new(setup.push.clone(), identity, 1, &plan.files)
         .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
+    // The items on the channel, and the settings the pusher runs once its
+    // catalogue is built (its interval; MAD's weights by item).
+    let items = pusher.pusher().channel_items();
+    let sizes: Vec<u64> = items.iter().map(|i| i.0).collect();
     let mut cfg = setup.push.server.clone();
-    cfg.packet_interval = pusher.pusher().server().config().packet_interval;
+    let running = pusher.pusher().server().config();
+    cfg.packet_interval = running.packet_interval;
+    cfg.scheduler = running.scheduler.clone();
     let mut h = Harness::accounting(cfg, &sizes, LossSpec::Bernoulli { p: 0.0 })
         .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
-    let index = |n: &str| plan.files.iter().position(|f| f.0 == n);
+    let carrier = |n: &str| {
+        let f = plan.files.iter().position(|f| f.0 == n)?;
+        items.iter().position(|i| i.1.contains(&f))
+    };
     for v in &plan.visits {
+        let mut wanted: Vec<usize> = v.names.iter().filter_map(|n| carrier(n)).collect();
+        wanted.sort_unstable();
+        wanted.dedup();
         h.add_client(ClientSpec {
-            items: (v.names.iter())
-                .filter_map(|n| index(n))
+            items: (wanted.into_iter())
                 .map(|k| repocast_core::ItemId(k as u32))
                 .collect(),
             loss: LossSpec::Bernoulli { p: setup.loss },

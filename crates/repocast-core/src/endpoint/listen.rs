@@ -461,15 +461,20 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.results.insert(name, (hash, o));
     }
 
-    /// The pack received as `name`, if it is one.
+    /// The pack received as `name`, if it is one (a file of that name is
+    /// the file: a pusher cannot make a file's failure a pack's).
     fn pack_named(&self, name: &str) -> Option<crate::ItemId> {
+        if self.hashes.contains_key(name) {
+            return None;
+        }
         (self.names.iter())
             .find(|(i, n)| n.as_str() == name && self.packs.contains_key(i))
             .map(|(i, _)| *i)
     }
 
-    /// An item's outcome: a file's own, or each selected member's of a
-    /// pack (a verified pack is cut into its members here).
+    /// An item's outcome (the item, or only its name): a file's own, or
+    /// each selected member's of a pack (a verified pack is cut into its
+    /// members here).
     fn outcome(&mut self, item: Option<crate::ItemId>, name: String, result: Result<(), String>) {
         let Some(pack) = item.or_else(|| self.pack_named(&name)) else {
             return self.record(name, result);
@@ -513,8 +518,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             match &ev {
                 Event::Complete { item } => {
                     if let Some(n) = self.names.get(item).cloned() {
-                        let pack = self.packs.contains_key(item).then_some(*item);
-                        self.outcome(pack, n, Ok(()));
+                        self.outcome(Some(*item), n, Ok(()));
                     }
                 }
                 Event::Failed { name, reason } => {

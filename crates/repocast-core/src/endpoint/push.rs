@@ -84,6 +84,10 @@ pub struct PushConfig {
     /// Small files travel in packs ([`super::pack`]); `push --no-packs`
     /// sends every file alone.
     pub packs: bool,
+    /// Popularity weights by file (`push --popularity`, with either
+    /// scheduler; empty: none, or MAD's if it has them): what packs are
+    /// sized and ordered by.
+    pub popularity: Vec<f64>,
 }
 
 impl PushConfig {
@@ -113,12 +117,14 @@ impl PushConfig {
             server,
             redundancy,
             packs: true,
+            popularity: Vec::new(),
         })
     }
 
     /// The set to push for `files`: its small files packed (when
-    /// [`PushConfig::packs`]; by the MAD weights if the scheduler has
-    /// them), each pack hashed through `source`, which
+    /// [`PushConfig::packs`]; by [`PushConfig::popularity`], else by the
+    /// MAD weights if the scheduler has them), each pack hashed through
+    /// `source`, which
     /// reads file `i` as item `i`. Drivers run it where they scan the
     /// folder, off the sending path.
     pub fn plan(
@@ -131,6 +137,7 @@ impl PushConfig {
         }
         let s = &self.server;
         let weights = match &s.scheduler {
+            _ if !self.popularity.is_empty() => &self.popularity[..],
             crate::sched::SchedulerKind::Mad { weights } => &weights[..],
             _ => &[],
         };
@@ -265,7 +272,7 @@ impl PushEndpoint {
             let id = crate::ItemId(i as u32);
             let info = match u {
                 Unit::File(f) => {
-                    let it = &set.files[*f];
+                    let Some(it) = set.files.get(*f) else { break };
                     let h = head(HeadKind::File, &it.info, it.mode, it.mtime);
                     entries.extend(split_item(id, h, &it.info.block_hashes));
                     &it.info
@@ -275,7 +282,7 @@ impl PushEndpoint {
                     let h = head(HeadKind::Pack, &p.info, 0, 0);
                     entries.extend(split_item(id, h, &p.info.block_hashes));
                     for (&m, &offset) in p.members.iter().zip(&p.offsets) {
-                        let it = &set.files[m];
+                        let Some(it) = set.files.get(m) else { continue };
                         let kind = HeadKind::Member { pack: id, offset };
                         let h = head(kind, &it.info, it.mode, it.mtime);
                         let mid = crate::ItemId(member_id as u32);
@@ -359,6 +366,24 @@ impl PushEndpoint {
     /// The file set on air.
     pub fn items(&self) -> &[PushItem] {
         &self.current
+    }
+
+    /// The items on the data channel, in item order: each one's size and
+    /// the files it carries (indices of the set: one for a file sent
+    /// alone, the members of a pack).
+    pub fn channel_items(&self) -> Vec<(u64, Vec<usize>)> {
+        (self.units.iter())
+            .map(|u| match u {
+                Unit::File(f) => {
+                    let size = self.current.get(*f).map_or(0, |it| it.info.size);
+                    (size, vec![*f])
+                }
+                Unit::Pack(m) => (
+                    m.iter().map(|(_, s)| s).sum(),
+                    m.iter().map(|(f, _)| *f).collect(),
+                ),
+            })
+            .collect()
     }
 
     /// The scheduler the next [`PushEndpoint::replace`] uses (MAD weights

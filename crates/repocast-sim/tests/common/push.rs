@@ -22,6 +22,7 @@ pub fn config() -> PushConfig {
         server: Profile::Push.server(),
         redundancy: None,
         packs: true,
+        popularity: Vec::new(),
     }
 }
 
