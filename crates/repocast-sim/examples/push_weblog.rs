@@ -14,7 +14,7 @@
 //! KEY=VALUE (both commands take the same, so both see one plan):
 //! `trace=` (scenarios/traces/web.log), `from=`/`to=` seconds of the trace
 //! (0, 3600), `scale=` time compression (20), `seed=` (1), and for
-//! `predict`: `rate=` bit/s (1000000), `loss=` (0.05), `symbol=` bytes
+//! `predict`: `packs=0` (every file alone), `rate=` bit/s (1000000), `loss=` (0.05), `symbol=` bytes
 //! (512), `tail=` seconds a listener may take (120).
 
 use repocast_core::endpoint::push::PushConfig;
@@ -111,8 +111,10 @@ fn main() {
             None,
         )
         .unwrap_or_else(|e| fail(format!("pusher: {e}")));
-        // `push --popularity`, as the benchmark runs both schedulers.
+        // `push --popularity`, as the benchmark runs both schedulers;
+        // `packs=0`: `push --no-packs`.
         push.popularity = plan.weights();
+        push.packs = num("packs", 1.0) != 0.0;
         let setup = Setup {
             push,
             loss: num("loss", 0.05),

@@ -112,24 +112,14 @@ impl Assembly {
                 }
                 self.bytes += cost;
                 self.heads.insert(e.item, h.clone());
-                match h.kind {
-                    HeadKind::File if select(&h.name) => self.want(e.item)?,
-                    HeadKind::File => {}
-                    HeadKind::Pack => {
-                        if self.members.contains_key(&e.item) {
-                            self.want(e.item)?;
-                        }
-                    }
-                    HeadKind::Member { pack, .. } if select(&h.name) => {
-                        self.members.entry(pack).or_default().push(e.item);
-                        let is_pack = self.heads.get(&pack).map(|p| p.kind) == Some(HeadKind::Pack);
-                        if is_pack && !self.wanted.contains_key(&pack) {
-                            self.want(pack)?;
-                        }
-                    }
-                    HeadKind::Member { .. } => {}
+                // A head that does not fit (its layout, its pack) is
+                // forgotten: the version waits for a good one and, if none
+                // comes, a listener ends for want of a whole catalogue
+                // rather than leave a selected file out unsaid.
+                if let Err(x) = self.take_head(e.item, h.kind, select(&h.name)) {
+                    self.forget(e.item);
+                    return Err(x);
                 }
-                self.check_members(e.item)?;
             }
         }
         // Hashes of an item whose head has not come yet are dropped: they
@@ -148,6 +138,43 @@ impl Assembly {
             }
         }
         Ok(())
+    }
+
+    /// What a new head of `kind` (its name selected or not) makes wanted.
+    fn take_head(
+        &mut self,
+        item: ItemId,
+        kind: HeadKind,
+        selected: bool,
+    ) -> Result<(), AssemblyError> {
+        match kind {
+            HeadKind::File if selected => self.want(item)?,
+            HeadKind::File | HeadKind::Member { .. } if !selected => {}
+            HeadKind::Pack => {
+                if self.members.contains_key(&item) {
+                    self.want(item)?;
+                }
+            }
+            HeadKind::Member { pack, .. } => {
+                self.members.entry(pack).or_default().push(item);
+                let is_pack = self.heads.get(&pack).map(|p| p.kind) == Some(HeadKind::Pack);
+                if is_pack && !self.wanted.contains_key(&pack) {
+                    self.want(pack)?;
+                }
+            }
+            HeadKind::File => {}
+        }
+        self.check_members(item)
+    }
+
+    /// Drops the head of `item` and what it made wanted.
+    fn forget(&mut self, item: ItemId) {
+        self.heads.remove(&item);
+        self.wanted.remove(&item);
+        for ms in self.members.values_mut() {
+            ms.retain(|m| *m != item);
+        }
+        self.members.retain(|_, ms| !ms.is_empty());
     }
 
     /// Starts collecting the block hashes of `item`, whose head is in.
@@ -345,5 +372,79 @@ mod tests {
         assert!(!glob_match("?.bin", "xy.bin"));
         assert!(glob_match("*", ""));
         assert!(!glob_match("", "a"));
+    }
+}
+
+#[cfg(test)]
+mod pack_tests {
+    use super::*;
+    use crate::fec::CodeKind;
+    use crate::wire::FecParams;
+    use crate::wire::catalogue::split_item;
+
+    fn head(kind: HeadKind, name: &str, size: u64) -> ItemHead {
+        ItemHead {
+            kind,
+            name: name.into(),
+            size,
+            hash: [size as u8; 32],
+            fec: FecParams {
+                code: CodeKind::RaptorQ,
+                symbol_size: 1000,
+                max_block_symbols: 100,
+            },
+            mode: 0o644,
+            mtime: 0,
+        }
+    }
+
+    fn piece(entries: Vec<PieceEntry>) -> CataloguePiece {
+        CataloguePiece {
+            signer: [1; 32],
+            version: 1,
+            session: SessionId(1),
+            items: 4,
+            signed_symbols: false,
+            entries,
+        }
+    }
+
+    fn member(pack: u32, offset: u64, name: &str, size: u64) -> ItemHead {
+        let kind = HeadKind::Member {
+            pack: ItemId(pack),
+            offset,
+        };
+        head(kind, name, size)
+    }
+
+    /// A file "b" alone (item 0), a pack (1) of "a/x" and "a/y" (2, 3):
+    /// selecting "a/*" wants the pack, and only its selected members; a
+    /// member reaching past its pack is refused, and the version is not
+    /// complete without it.
+    #[test]
+    fn a_selected_member_wants_its_pack_and_a_bad_one_holds_the_version() {
+        let all = |m3: ItemHead| {
+            let mut e = split_item(ItemId(0), head(HeadKind::File, "b", 10), &[]);
+            e.extend(split_item(ItemId(1), head(HeadKind::Pack, "", 30), &[]));
+            e.extend(split_item(ItemId(2), member(1, 0, "a/x", 10), &[]));
+            e.extend(split_item(ItemId(3), m3, &[]));
+            piece(e)
+        };
+        let select = |n: &str| glob_match("a/*", n);
+        let mut a = Assembly::new(&all(member(1, 10, "a/y", 20)));
+        a.add(&all(member(1, 10, "a/y", 20)), select).expect("good");
+        assert!(a.is_complete(&["a/*".into()]));
+        let sel = a.selected();
+        assert_eq!(sel.len(), 1);
+        assert_eq!(sel[0].0.name, pack_name(&[30; 32]));
+        let names: Vec<String> = a.members(ItemId(1)).into_iter().map(|m| m.1.name).collect();
+        assert_eq!(names, ["a/x", "a/y"]);
+        assert_eq!(a.files(), 3);
+
+        let bad = all(member(1, 15, "a/y", 20));
+        let mut a = Assembly::new(&bad);
+        assert!(a.add(&bad, select).is_err());
+        assert!(!a.is_complete(&["a/*".into()]));
+        assert!(a.members(ItemId(1)).iter().all(|m| m.1.name != "a/y"));
     }
 }
