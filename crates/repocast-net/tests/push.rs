@@ -36,6 +36,14 @@ fn listen_opts(p: &PushOptions, out: &Path, loss: f64, seed: u64) -> ListenOptio
     l
 }
 
+/// A file's mtime in whole seconds (what the catalogue carries).
+fn secs(m: &std::fs::Metadata) -> Option<u64> {
+    m.modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs())
+}
+
 fn check(r: &ListenReport, repo: &Path, out: &Path, names: &[&str]) {
     assert!(r.all_ok(), "{:?} {:?}", r.items, r.ended);
     assert_eq!(r.items.len(), names.len());
@@ -76,12 +84,6 @@ async fn three_listeners_at_0_20_and_50_percent_loss_verify() {
         let m = std::fs::metadata(out.path().join("d/b.txt")).expect("meta");
         assert_eq!(m.permissions().mode() & 0o777, 0o640);
         let src = std::fs::metadata(repo.path().join("d/b.txt")).expect("meta");
-        let secs = |m: &std::fs::Metadata| {
-            m.modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_secs())
-        };
         assert_eq!(secs(&m), secs(&src), "mtime from the catalogue");
     }
     let s = h.snapshot();
@@ -279,12 +281,6 @@ async fn small_files_come_out_of_their_packs_with_their_attributes() {
     let m = std::fs::metadata(out.path().join("site/p07.html")).expect("meta");
     assert_eq!(m.permissions().mode() & 0o777, 0o600);
     let src = std::fs::metadata(&odd).expect("meta");
-    let secs = |m: &std::fs::Metadata| {
-        m.modified()
-            .ok()
-            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-            .map(|d| d.as_secs())
-    };
     assert_eq!(secs(&m), secs(&src), "mtime from the catalogue");
     // Nothing of the pack is left in the listener's state folder.
     let partial = out.path().join(".repocast/partial");

@@ -66,7 +66,7 @@ const SET_ODDS: [f64; 7] = [0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999];
 /// each block gets the set's G-th root ([`symbols_for_odds`]), a pass is
 /// the sum of the blocks' counts, and a listener that misses a block
 /// waits about one more pass for it, so the expected time goes as
-/// pass(q) x (2 - q). Of large blocks a few symbols more buy odds near 1
+/// pass(q) x (2 - odds(q)), odds(q) what those counts give (at least q). Of large blocks a few symbols more buy odds near 1
 /// (a set of packs of 1,250 symbols: 99.9% for 0.5% more); of one-symbol
 /// files they cost their size again. `blocks` is (source symbols, how
 /// many blocks of that size); at least `floor` (the configured odds).
@@ -75,12 +75,17 @@ pub fn best_set_odds(blocks: &[(u32, u64)], p: f64, floor: f64) -> f64 {
     if g == 0 || !(p > 0.0) {
         return floor;
     }
+    // The odds a pass actually gives (whole symbols overshoot the target,
+    // most for small blocks), and its expected time.
     let expected = |q: f64| {
         let qb = q.powf((g as f64).recip());
-        let pass: f64 = (blocks.iter())
-            .map(|&(k, n)| symbols_for_odds(k, p, qb, k) as f64 * n as f64)
-            .sum();
-        pass * (2.0 - q)
+        let (mut pass, mut ln_odds) = (0.0, 0.0);
+        for &(k, n) in blocks {
+            let c = symbols_for_odds(k, p, qb, k);
+            pass += c as f64 * n as f64;
+            ln_odds += decode_odds(c, k, p.min(MAX_LOSS)).max(1e-300).ln() * n as f64;
+        }
+        pass * (2.0 - ln_odds.exp())
     };
     let mut best = (expected(floor), floor);
     for q in SET_ODDS.into_iter().filter(|&q| q > floor) {
