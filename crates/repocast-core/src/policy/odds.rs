@@ -72,7 +72,7 @@ const SET_ODDS: [f64; 7] = [0.9, 0.95, 0.98, 0.99, 0.995, 0.998, 0.999];
 /// many blocks of that size); at least `floor` (the configured odds).
 pub fn best_set_odds(blocks: &[(u32, u64)], p: f64, floor: f64) -> f64 {
     let g: u64 = blocks.iter().map(|&(_, n)| n).sum();
-    if g == 0 || !(p > 0.0) {
+    if g == 0 || p.is_nan() || p <= 0.0 {
         return floor;
     }
     // The odds a pass actually gives (whole symbols overshoot the target,
