@@ -66,9 +66,10 @@ pub struct PushArgs {
     #[arg(long, value_name = "N")]
     pub sign_copies: Option<u8>,
     /// Send every file alone: by default files under an eighth of a block
-    /// (about 219 KiB) share packs of up to a block, so a set of many small
-    /// files takes about the time its bytes need; a listener after one of
-    /// them then receives its whole pack.
+    /// (about 220 KiB) share packs of up to a block (with --popularity, of
+    /// at most 1/128 of the set), so a set of many small files takes about
+    /// the time its bytes need; a listener after one of them receives its
+    /// whole pack. Config file: packs = false.
     #[arg(long)]
     pub no_packs: bool,
     /// Erasure code: raptorq or rs [raptorq].

@@ -23,15 +23,16 @@
 //! pack: of packs of 160 symbols a 50% listener of a 600-file site took
 //! 1.43-1.65x the ideal, of blocks of 1,250 1.06x). But when the pusher
 //! has popularity weights (`--popularity`, with either scheduler), its
-//! listeners are visitors after a few files each: a pack is then at most [`SET_SHARE`]
-//! of the whole set's bytes, so a visitor after one small file waits at
-//! most that share of a cycle longer for its pack than for the file alone
+//! listeners are visitors after a few files each: a pack is then at most
+//! [`SET_SHARE`] of the whole set's bytes, so a visitor after one small
+//! file waits at most that share of a cycle longer for its pack than for
+//! the file alone
 //! (and at least [`MIN_PACK_SYMBOLS`], or a small set would gain nothing).
 //!
 //! Which files share a pack: files smaller than half a pack and than
 //! [`SMALL_SHARE`] of a block, in the order of the set (by name, so a
-//! folder's files share packs), hottest first under MAD (so a pack's files
-//! are about as popular as each other). A pack is closed when the next
+//! folder's files share packs), hottest first when there are popularity
+//! weights (so a pack's files are about as popular as each other). A pack is closed when the next
 //! file would not fit, or once it is half full after a file whose name's
 //! hash says so (a cut that depends on names, not positions: a file added
 //! or removed changes its own pack and rarely the next, not every pack

@@ -127,7 +127,7 @@ pub trait BlockStore {
     fn discard(&mut self, item: ItemId);
     /// Stops receiving an item but keeps what is durable of it for a later
     /// resume (push mode moving to a new catalogue version): releases what
-    /// the item holds open.
+    /// the item holds open, and forgets that it was a pack.
     fn close(&mut self, _item: ItemId) {}
     /// Unix mode and modification time the item's file gets once verified
     /// (push mode; a store that keeps no files ignores them).
@@ -379,7 +379,14 @@ impl BlockStore for MemoryStore {
 
     fn discard(&mut self, item: ItemId) {
         self.open.remove(&item);
+        self.packs.remove(&item);
         self.spilled.retain(|k, _| k.0 != item);
+    }
+
+    fn close(&mut self, item: ItemId) {
+        // Item ids are a version's: the next may give this one to a file
+        // (what is written of an open item stays, for a resume by name).
+        self.packs.remove(&item);
     }
 
     fn spill(
@@ -401,5 +408,45 @@ impl BlockStore for MemoryStore {
 
     fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError> {
         Ok(self.spilled.remove(&(item, block)).unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Item ids are a catalogue version's: an id that was a pack in one
+    /// version and is a file in the next is stored as a file once the old
+    /// version's items are closed.
+    #[test]
+    fn a_pack_mark_goes_with_its_version() {
+        let bytes = vec![5u8; 250];
+        let hash = *blake3::hash(&bytes).as_bytes();
+        let m = ManifestEntry {
+            item: ItemId(0),
+            name: "f".into(),
+            size: 250,
+            hash,
+            fec: crate::wire::FecParams {
+                code: crate::fec::CodeKind::RaptorQ,
+                symbol_size: 100,
+                max_block_symbols: 10,
+            },
+            block_hashes: vec![hash],
+        };
+        let mut s = MemoryStore::default();
+        s.mark_pack(ItemId(0));
+        s.close(ItemId(0));
+        s.open(&m).expect("open");
+        s.write_block(ItemId(0), 0, 0, &bytes).expect("write");
+        assert!(s.finish(ItemId(0)).expect("finish"));
+        assert_eq!(s.file("f"), Some(&bytes[..]));
+        // Marked and not closed, it is a pack: kept for unpacking.
+        let mut p = MemoryStore::default();
+        p.mark_pack(ItemId(0));
+        p.open(&m).expect("open");
+        p.write_block(ItemId(0), 0, 0, &bytes).expect("write");
+        assert!(p.finish(ItemId(0)).expect("finish"));
+        assert_eq!(p.file("f"), None);
     }
 }

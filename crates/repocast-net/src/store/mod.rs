@@ -569,6 +569,8 @@ impl BlockStore for Store {
     }
 
     fn close(&mut self, item: ItemId) {
+        // Item ids are a version's: the next may give this one to a file.
+        self.packs.remove(&item);
         if let Some(p) = self.items.remove(&item) {
             // The journal already names every written block; the lock and
             // handles go, the spill (symbols in memory's stead) too.
@@ -580,6 +582,7 @@ impl BlockStore for Store {
     }
 
     fn discard(&mut self, item: ItemId) {
+        self.packs.remove(&item);
         if let Some(p) = self.items.remove(&item) {
             if p.file.is_some() {
                 let _ = fs::remove_file(&p.tmp);
