@@ -160,15 +160,7 @@ fn a_low_loss_listener_of_many_small_files_needs_one_pass_of_each() {
 #[test]
 fn a_low_loss_listener_of_a_site_of_tiny_files_needs_one_cycle() {
     let seed = seed_or(8);
-    let mut r = Rng::new(seed);
-    // 600 files of 500 bytes to 50 KB, log-uniform: about a quarter of
-    // them one symbol.
-    let files: Vec<(String, Vec<u8>)> = (0..600)
-        .map(|i| {
-            let len = (500.0 * 100f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
-            (format!("site/p{i:03}.html"), bytes(len, seed + i))
-        })
-        .collect();
+    let files = tiny_site(seed, 600);
     // Each file alone (`--no-packs`): packed, these files take one block's
     // odds, not 600 files' (`push_packs.rs`).
     let mut cfg = config();

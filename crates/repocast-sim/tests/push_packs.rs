@@ -16,19 +16,12 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
 use repocast_core::endpoint::push::PushEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
-use repocast_core::rng::Rng;
 use repocast_sim::push_lan::{PushLan, push_items};
 
 /// `n` files of 500 bytes to 50 KB, log-uniform (a quarter of them one
 /// symbol), and two larger ones sent alone.
 fn site(seed: u64, n: u64) -> Vec<(String, Vec<u8>)> {
-    let mut r = Rng::new(seed);
-    let mut files: Vec<(String, Vec<u8>)> = (0..n)
-        .map(|i| {
-            let len = (500.0 * 100f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
-            (format!("site/p{i:03}.html"), bytes(len, seed + i))
-        })
-        .collect();
+    let mut files = tiny_site(seed, n);
     files.push(("site/video.bin".into(), bytes(1 << 20, seed + n)));
     files.push(("site/style.css".into(), bytes(300_000, seed + n + 1)));
     files

@@ -279,6 +279,35 @@ impl Drop for Store {
     }
 }
 
+/// Whether `path` is a regular file of these bytes (size, then hash).
+fn file_is(path: &Path, size: u64, hash: &[u8; 32]) -> Result<bool, StoreError> {
+    Ok(
+        fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == size)
+            && hash_file(path, size)? == *hash,
+    )
+}
+
+impl Store {
+    /// Whether the file at `path` is already these bytes; anything else
+    /// there is refused unless the user said `--overwrite`.
+    fn already_in_place(
+        &self,
+        path: &Path,
+        size: u64,
+        hash: &[u8; 32],
+    ) -> Result<bool, StoreError> {
+        if file_is(path, size, hash)? {
+            return Ok(true);
+        }
+        if !self.overwrite && fs::symlink_metadata(path).is_ok() {
+            return Err(StoreError::Exists {
+                path: path.display().to_string(),
+            });
+        }
+        Ok(false)
+    }
+}
+
 /// Refuses a path whose folders under `root` include a symlink (a server
 /// naming `link/x` must not write through `link` out of the folder).
 fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
@@ -394,20 +423,9 @@ impl BlockStore for Store {
             spill: None,
             spill_len: 0,
         };
-        if let Some(meta) = (!pack)
-            .then(|| fs::symlink_metadata(&p.final_path).ok())
-            .flatten()
-        {
-            if meta.is_file() && meta.len() == m.size && hash_file(&p.final_path, m.size)? == m.hash
-            {
-                self.items.insert(m.item, p);
-                return Ok(Resume::Complete);
-            }
-            if !self.overwrite {
-                return Err(StoreError::Exists {
-                    path: p.final_path.display().to_string(),
-                });
-            }
+        if !pack && self.already_in_place(&p.final_path, m.size, &m.hash)? {
+            self.items.insert(m.item, p);
+            return Ok(Resume::Complete);
         }
         // The partial file's lock says who owns it: another `get` into the
         // same folder after the same item (another process, or another

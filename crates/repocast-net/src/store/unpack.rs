@@ -44,11 +44,7 @@ impl Store {
         size: u64,
         hash: &[u8; 32],
     ) -> Result<bool, StoreError> {
-        let path = safe_path(&self.root, name)?;
-        Ok(
-            fs::symlink_metadata(&path).is_ok_and(|m| m.is_file() && m.len() == size)
-                && super::hash_file(&path, size)? == *hash,
-        )
+        super::file_is(&safe_path(&self.root, name)?, size, hash)
     }
 
     /// [`repocast_core::endpoint::store::BlockStore::unpack`].
@@ -91,15 +87,8 @@ impl Store {
     fn write_member(&self, pack: &fs::File, m: &PackMember) -> Result<Written, StoreError> {
         let path = safe_path(&self.root, &m.name)?;
         check_parents(&self.root, &path)?;
-        if fs::symlink_metadata(&path).is_ok() {
-            if self.in_place(&m.name, m.size, &m.hash)? {
-                return Ok(Written::InPlace);
-            }
-            if !self.overwrite {
-                return Err(StoreError::Exists {
-                    path: path.display().to_string(),
-                });
-            }
+        if self.already_in_place(&path, m.size, &m.hash)? {
+            return Ok(Written::InPlace);
         }
         let len = usize::try_from(m.size).map_err(|_| StoreError::NotOpen("member size"))?;
         let mut bytes = vec![0u8; len];

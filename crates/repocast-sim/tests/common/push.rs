@@ -85,3 +85,15 @@ pub fn delay_ratios(
         })
         .collect()
 }
+
+/// `n` files `site/pNNN.html` of 500 bytes to 50 KB, log-uniform (about a
+/// quarter of them one symbol), drawn from `seed`.
+pub fn tiny_site(seed: u64, n: u64) -> Vec<(String, Vec<u8>)> {
+    let mut r = Rng::new(seed);
+    (0..n)
+        .map(|i| {
+            let len = (500.0 * 100f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
+            (format!("site/p{i:03}.html"), bytes(len, seed + i))
+        })
+        .collect()
+}
