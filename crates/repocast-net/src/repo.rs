@@ -174,6 +174,18 @@ impl Repository {
         fec: &FecParams,
         growth: Option<BlockGrowth>,
     ) -> Result<Repository, NetError> {
+        Self::scan_fresh(root, fec, growth, &[])
+    }
+
+    /// [`Repository::scan`], hashing the files named in `fresh` whatever
+    /// the cache says (they did not read as it says: rewritten with their
+    /// size and time kept).
+    pub fn scan_fresh(
+        root: &Path,
+        fec: &FecParams,
+        growth: Option<BlockGrowth>,
+        fresh: &[String],
+    ) -> Result<Repository, NetError> {
         let meta = fs::metadata(root).map_err(|e| NetError::file(root, e))?;
         if !meta.is_dir() {
             return Err(NetError::NotADirectory(root.display().to_string()));
@@ -199,7 +211,9 @@ impl Repository {
             };
             let key = (name.clone(), size, mtime, pk.clone());
             let (hash, block_hashes) = match cache.get(&key) {
-                Some(v) if v.1.len() == layout.blocks() as usize => v.clone(),
+                Some(v) if v.1.len() == layout.blocks() as usize && !fresh.contains(&name) => {
+                    v.clone()
+                }
                 _ => match hash_file(&path, &layout) {
                     Ok(h) => {
                         hashed += 1;

@@ -84,6 +84,10 @@ pub struct PushSet {
     pub files: Vec<PushItem>,
     /// Packs of small files.
     pub packs: Vec<Pack>,
+    /// Files [`plan`] meant to pack but sent alone: they did not read as
+    /// the scan hashed them (changed since, or unreadable). The driver
+    /// scans again.
+    pub left_out: Vec<usize>,
 }
 
 impl From<Vec<PushItem>> for PushSet {
@@ -92,6 +96,7 @@ impl From<Vec<PushItem>> for PushSet {
         PushSet {
             files,
             packs: Vec::new(),
+            left_out: Vec::new(),
         }
     }
 }
@@ -236,26 +241,45 @@ pub fn plan(
         }
     }
     groups.push(cur);
-    let mut packs = Vec::new();
-    for members in groups.into_iter().filter(|g| g.len() >= 2) {
-        let mut offsets = Vec::with_capacity(members.len());
-        let mut at = 0;
-        for &m in &members {
-            offsets.push(at);
-            at += files[m].info.size;
+    let (mut packs, mut left_out) = (Vec::new(), Vec::new());
+    for group in groups.into_iter().filter(|g| g.len() >= 2) {
+        // Each member read and checked against its hash from the scan: a
+        // file that changed since (or cannot be read) goes alone, where
+        // the server's block check fails it with a reason until the
+        // driver's next scan, and the rest of its pack is sent.
+        let (mut members, mut offsets, mut bytes) = (Vec::new(), Vec::new(), Vec::new());
+        for m in group {
+            let start = bytes.len();
+            let f = &files[m].info;
+            let read = source.read(ItemId(m as u32), 0, f.size as usize, &mut bytes);
+            if read.is_ok()
+                && bytes.len() == start + f.size as usize
+                && blake3::hash(&bytes[start..]).as_bytes() == &f.hash
+            {
+                members.push(m);
+                offsets.push(start as u64);
+            } else {
+                bytes.truncate(start);
+                left_out.push(m);
+            }
         }
-        let sizes: Vec<(usize, u64)> = members.iter().map(|&m| (m, files[m].info.size)).collect();
-        let mut bytes = Vec::with_capacity(at as usize);
-        read_pack(source, &sizes, 0, at as usize, &mut bytes)?;
+        if members.len() < 2 {
+            continue;
+        }
+        let at = bytes.len() as u64;
         let layout = Layout::new(at, fec).map_err(|_| SourceError::PastEnd)?;
-        let block_hashes = (0..layout.blocks())
+        let block_hashes: Vec<[u8; 32]> = (0..layout.blocks())
             .map(|b| {
                 let from = layout.block_offset(b) as usize;
                 let to = from + layout.block_len(b) as usize;
                 *blake3::hash(&bytes[from..to]).as_bytes()
             })
             .collect();
-        let hash = *blake3::hash(&bytes).as_bytes();
+        // A pack of one block hashes as its block does.
+        let hash = match &block_hashes[..] {
+            [one] => *one,
+            _ => *blake3::hash(&bytes).as_bytes(),
+        };
         packs.push(Pack {
             info: ItemInfo {
                 name: format!("(pack of {} files)", members.len()),
@@ -267,7 +291,12 @@ pub fn plan(
             offsets,
         });
     }
-    Ok(PushSet { files, packs })
+    left_out.sort_unstable();
+    Ok(PushSet {
+        files,
+        packs,
+        left_out,
+    })
 }
 
 #[cfg(test)]
@@ -377,6 +406,33 @@ mod tests {
         assert!(weighted > small_total / SET_SHARE / 2, "{weighted}");
         sizes.push(60_000_000);
         assert!(block(largest(&sizes, true)));
+    }
+
+    #[test]
+    fn a_file_changed_since_its_scan_goes_alone_and_its_pack_goes_on() {
+        // Five small files; the second was rewritten after the scan hashed
+        // it, the fourth was cut short. They go alone (where the server
+        // fails them with a reason) and the other three are one pack.
+        let (items, mut src) = set(&[3_000, 5_000, 4_000, 2_000, 1_000]);
+        src.0[1][10] ^= 1;
+        src.0[3].truncate(1_500);
+        let s = plan(&FEC, &[], items, &mut src).expect("plan");
+        assert_eq!(s.left_out, vec![1, 3]);
+        assert_eq!(s.packs.len(), 1);
+        let p = &s.packs[0];
+        assert_eq!(p.members, vec![0, 2, 4]);
+        assert_eq!(p.offsets, vec![0, 3_000, 7_000]);
+        let bytes = [&src.0[0][..], &src.0[2], &src.0[4]].concat();
+        assert_eq!(p.info.size, 8_000);
+        assert_eq!(p.info.hash, *blake3::hash(&bytes).as_bytes());
+        // On the channel: the two files alone, then the pack.
+        assert_eq!(s.units().len(), 3);
+        // Only one member left readable as its scan said: no pack at all.
+        let (items, mut src) = set(&[3_000, 5_000]);
+        src.0[0][0] ^= 1;
+        let s = plan(&FEC, &[], items, &mut src).expect("plan");
+        assert!(s.packs.is_empty());
+        assert_eq!(s.left_out, vec![0]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ use super::pack::{PushSet, Unit, UnitSource};
 use super::signing::BatchSigner;
 use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
+use crate::sched::SchedulerKind;
 use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
 use crate::wire::FecParams;
 use crate::wire::catalogue::{
@@ -121,29 +122,47 @@ impl PushConfig {
         })
     }
 
-    /// The set to push for `files`: its small files packed (when
-    /// [`PushConfig::packs`]; by [`PushConfig::popularity`], else by the
-    /// MAD weights if the scheduler has them), each pack hashed through
-    /// `source`, which
-    /// reads file `i` as item `i`. Drivers run it where they scan the
-    /// folder, off the sending path.
+    /// The set to push for `files` ([`plan_set`] with this config's
+    /// blocks, packs, popularity and scheduler). Drivers run it where they
+    /// scan the folder, off the sending path.
     pub fn plan(
         &self,
         files: Vec<PushItem>,
         source: &mut dyn BlockSource,
     ) -> Result<PushSet, ServerError> {
-        if !self.packs {
-            return Ok(files.into());
-        }
         let s = &self.server;
-        let weights = match &s.scheduler {
-            _ if !self.popularity.is_empty() => &self.popularity[..],
-            crate::sched::SchedulerKind::Mad { weights } => &weights[..],
-            _ => &[],
-        };
-        super::pack::plan(&s.base_fec(), weights, files, source)
-            .map_err(|e| ServerError::Pack(e.to_string()))
+        plan_set(
+            &s.base_fec(),
+            self.packs,
+            &self.popularity,
+            &s.scheduler,
+            files,
+            source,
+        )
     }
+}
+
+/// The set to push for `files`: with `packs`, its small files packed
+/// ([`super::pack::plan`]) by the `popularity` weights, or else by the
+/// MAD `scheduler`'s if it has them; each pack hashed through `source`,
+/// which reads file `i` as item `i`.
+pub fn plan_set(
+    fec: &FecParams,
+    packs: bool,
+    popularity: &[f64],
+    scheduler: &SchedulerKind,
+    files: Vec<PushItem>,
+    source: &mut dyn BlockSource,
+) -> Result<PushSet, ServerError> {
+    if !packs {
+        return Ok(files.into());
+    }
+    let weights = match scheduler {
+        _ if !popularity.is_empty() => popularity,
+        SchedulerKind::Mad { weights } => &weights[..],
+        _ => &[],
+    };
+    super::pack::plan(fec, weights, files, source).map_err(|e| ServerError::Pack(e.to_string()))
 }
 
 /// Counters of the push endpoint.

@@ -6,13 +6,15 @@
 //! prepared to the blocking pool (`crate::jobs`), sleeps until the
 //! endpoint's next deadline, and publishes counters for `/metrics`. With
 //! `watch` on, changes in the folder (inotify through `notify`, or SIGHUP)
-//! trigger a rescan a second after things go quiet; a changed file set goes
+//! trigger a rescan a second after things go quiet (at most five seconds
+//! after the first change: `rescan`); a changed file set goes
 //! out as a new catalogue version (numbered by the wall clock in
 //! milliseconds, so a restarted pusher's versions are newer still). It
 //! stops on [`PushHandle::stop`] or once the target redundancy is sent.
 
 pub mod options;
 pub mod popularity;
+pub mod rescan;
 pub mod spool;
 
 use crate::metrics::{self, Shared, Snapshot};
@@ -22,19 +24,17 @@ pub use options::{PushOptions, PushScheduler};
 use repocast_core::auth::PublicKey;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::pack::PushSet;
-use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats};
+use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats, plan_set};
 use repocast_core::fec::layout::BlockGrowth;
 use repocast_core::profile::{push_block_growth, push_block_symbols};
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
+use rescan::{RESCAN_QUIET, Rescan};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-
-/// Quiet time after a change in the folder before it is rescanned.
-pub const RESCAN_QUIET: Duration = Duration::from_secs(1);
 
 /// A running pusher.
 pub struct PushHandle {
@@ -81,7 +81,33 @@ fn scan(
     fec: &FecParams,
     growth: Option<BlockGrowth>,
 ) -> Result<Scan, NetError> {
-    let repo = Repository::scan(&opts.dir, fec, growth)?;
+    let first = scan_fresh(opts, fec, growth, &[])?;
+    if first.items.left_out.is_empty() {
+        return Ok(first);
+    }
+    // Files that did not read as the scan hashed them: hashed afresh (the
+    // cache may hold a file rewritten with its size and time kept) and
+    // planned again once. Those still changing are the next scan's.
+    let fresh: Vec<String> = (first.items.left_out.iter())
+        .filter_map(|&i| Some(first.items.files.get(i)?.info.name.clone()))
+        .collect();
+    let again = scan_fresh(opts, fec, growth, &fresh)?;
+    if !again.items.left_out.is_empty() {
+        tracing::warn!(
+            "{} files changed while their packs were made; sent alone until the next scan, in {RESCAN_QUIET:?}",
+            again.items.left_out.len()
+        );
+    }
+    Ok(again)
+}
+
+fn scan_fresh(
+    opts: &PushOptions,
+    fec: &FecParams,
+    growth: Option<BlockGrowth>,
+    fresh: &[String],
+) -> Result<Scan, NetError> {
+    let repo = Repository::scan_fresh(&opts.dir, fec, growth, fresh)?;
     let names: Vec<&str> = repo.files.iter().map(|f| f.info.name.as_str()).collect();
     // Popularity weights, by file: MAD's, and what packs are sized by
     // (visitors after a few files each), whichever the scheduler.
@@ -112,13 +138,7 @@ fn scan(
         })
         .collect::<Vec<_>>();
     let mut source = repo.source();
-    let items = if opts.packs {
-        repocast_core::endpoint::pack::plan(fec, &weights, files, &mut source).map_err(|e| {
-            NetError::Server(repocast_core::server::ServerError::Pack(e.to_string()))
-        })?
-    } else {
-        files.into()
-    };
+    let items = plan_set(fec, opts.packs, &weights, &scheduler, files, &mut source)?;
     Ok(Scan {
         items,
         scheduler,
@@ -178,6 +198,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     let version = next_version(0);
     let n = first.items.files.len();
     let packs = first.items.packs.len();
+    let left_out = first.items.left_out.clone();
     let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
     let (data, announce) = socket::senders(
         &opts.data_group,
@@ -232,6 +253,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         shared: shared.clone(),
         start,
         spool_errors: 0,
+        left_out,
     };
     let task = tokio::spawn(pump.run(rx));
     Ok(PushHandle {
@@ -254,6 +276,10 @@ struct Pump {
     start: std::time::Instant,
     /// Spool failures already logged.
     spool_errors: u64,
+    /// Files the version on air sends alone that its plan meant to pack
+    /// (they changed while it read them): while there are any, the folder
+    /// is scanned again.
+    left_out: Vec<usize>,
 }
 
 impl Pump {
@@ -268,7 +294,10 @@ impl Pump {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| NetError::socket("SIGHUP handler", e))?;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
-        let mut rescan_at: Option<tokio::time::Instant> = None;
+        let mut rescan = Rescan::default();
+        if !self.left_out.is_empty() {
+            rescan.changed(tokio::time::Instant::now());
+        }
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
         let mut prep = crate::jobs::Jobs::new();
@@ -281,13 +310,13 @@ impl Pump {
             tokio::select! {
                 _ = crate::sleep_until(deadline) => {}
                 Some(job) = prep.done() => self.endpoint.prepared(job),
-                Some(()) = change_rx.recv() => {
-                    rescan_at = Some(tokio::time::Instant::now() + RESCAN_QUIET);
-                }
-                _ = hup.recv() => rescan_at = Some(tokio::time::Instant::now()),
-                _ = crate::sleep_until(rescan_at) => {
-                    rescan_at = None;
-                    self.rescan().await;
+                Some(()) = change_rx.recv() => rescan.changed(tokio::time::Instant::now()),
+                _ = hup.recv() => rescan.now(tokio::time::Instant::now()),
+                _ = crate::sleep_until(rescan.due()) => {
+                    rescan.scanned();
+                    if self.rescan().await {
+                        rescan.changed(tokio::time::Instant::now());
+                    }
                 }
                 _ = tick.tick() => self.publish(),
                 _ = shutdown.changed() => break,
@@ -317,21 +346,30 @@ impl Pump {
     }
 
     /// Rescans the folder; a changed file set becomes a new version.
-    async fn rescan(&mut self) {
+    /// Returns whether to scan again (the folder was changing: the scan
+    /// failed, or files changed while their packs were made).
+    async fn rescan(&mut self) -> bool {
         // The FEC parameters the pusher started with (`--block-symbols`
         // or growth), from its settings.
         let server = &self.endpoint.config().server;
         let (o, fec, growth) = (self.opts.clone(), server.base_fec(), server.block_growth);
-        let s = match tokio::task::spawn_blocking(move || scan(&o, &fec, growth)).await {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => return tracing::warn!("rescan: {e}"),
-            Err(e) => return tracing::warn!("rescan: {e}"),
+        let scanned = tokio::task::spawn_blocking(move || scan(&o, &fec, growth)).await;
+        let s = match scanned.map_err(NetError::Task).and_then(|r| r) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("rescan: {e}; again in {RESCAN_QUIET:?}");
+                return true;
+            }
         };
+        let again = !s.items.left_out.is_empty();
         let key = |i: &PushItem| (i.info.name.clone(), i.info.hash, i.mode, i.mtime);
         let now_set: Vec<_> = s.items.files.iter().map(key).collect();
-        if now_set == self.endpoint.items().iter().map(key).collect::<Vec<_>>() {
-            return;
+        if now_set == self.endpoint.items().iter().map(key).collect::<Vec<_>>()
+            && s.items.left_out == self.left_out
+        {
+            return again;
         }
+        let left_out = s.items.left_out.clone();
         let version = next_version(self.endpoint.version());
         self.endpoint.set_scheduler(s.scheduler);
         let n = s.items.files.len();
@@ -343,10 +381,12 @@ impl Pump {
                 let spool = self.source.spool.take();
                 self.source = s.source;
                 self.source.spool = spool;
+                self.left_out = left_out;
                 tracing::info!("catalogue version {version}: {n} files");
             }
             Err(e) => tracing::warn!("new version: {e}"),
         }
+        again
     }
 
     fn publish(&mut self) {
@@ -421,4 +461,64 @@ fn watch_dir(
     w.watch(dir, notify::RecursiveMode::Recursive)
         .map_err(err)?;
     Ok(w)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use repocast_core::fec::CodeKind;
+
+    #[test]
+    fn a_file_rewritten_behind_the_hash_cache_leaves_its_pack_until_hashed_afresh() {
+        // Small files hashed and cached; one is then rewritten with its size
+        // and time kept, so the scan takes its old hash from the cache. Its
+        // pack leaves it out (it goes alone, where the server fails it with
+        // a reason), the others are still packed, and the pusher scans again.
+        let dir = tempfile::tempdir().expect("tmp");
+        for i in 0..6u8 {
+            std::fs::write(dir.path().join(format!("f{i}")), vec![i; 3_000]).expect("write");
+        }
+        let fec = FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 1_000,
+            max_block_symbols: 100,
+        };
+        let opts = PushOptions::new(dir.path().to_path_buf());
+        let first = scan(&opts, &fec, None).expect("scan");
+        let packed = |s: &Scan| -> Vec<usize> {
+            (s.items.packs.iter())
+                .flat_map(|p| p.members.clone())
+                .collect()
+        };
+        assert!(first.items.left_out.is_empty());
+        assert_eq!(packed(&first).len(), 6);
+        let path = dir.path().join("f2");
+        let mtime = std::fs::metadata(&path)
+            .and_then(|m| m.modified())
+            .expect("mtime");
+        std::fs::write(&path, vec![9u8; 3_000]).expect("rewrite");
+        let f = std::fs::File::options()
+            .write(true)
+            .open(&path)
+            .expect("open");
+        f.set_modified(mtime).expect("keep the time");
+        let again = scan_fresh(&opts, &fec, None, &[]).expect("scan");
+        let names = |s: &Scan, v: &[usize]| -> Vec<String> {
+            v.iter()
+                .map(|&i| s.items.files[i].info.name.clone())
+                .collect()
+        };
+        assert_eq!(names(&again, &again.items.left_out), ["f2"]);
+        assert_eq!(packed(&again).len(), 5);
+        assert!(!names(&again, &packed(&again)).contains(&"f2".to_string()));
+        // What the pusher scans: the file hashed afresh, as it now reads,
+        // and packed with the others.
+        let scanned = scan(&opts, &fec, None).expect("scan");
+        assert!(scanned.items.left_out.is_empty());
+        let f2 = (scanned.items.files.iter())
+            .find(|f| f.info.name == "f2")
+            .expect("f2");
+        assert_eq!(f2.info.hash, *blake3::hash(&[9u8; 3_000]).as_bytes());
+        assert_eq!(packed(&scanned).len(), 6);
+    }
 }
