@@ -16,6 +16,11 @@
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
 #   FILES=200 SIZE_MIB=8 tests/netlab-push.sh # a set of 200 files, 8 MiB in all
+#   OUT_DISK=own tests/netlab-push.sh         # each listener writes to a file
+#                                             # system of its own (ext4 on a
+#                                             # loop device in RAM), as hosts
+#                                             # do; by default all share the
+#                                             # machine's disk
 #   LISTEN_USER=nobody tests/netlab-push.sh   # listeners without root (their
 #                                             # receive buffer then follows
 #                                             # net.core.rmem_max)
@@ -67,6 +72,23 @@ sleep 1.3
 bytes=$(find "$WORK/repo" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 rate_bps=$(lab_rate_bps "$RATE")
 echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
+# OUT_DISK=own: a file system per listener, so the listeners do not queue
+# on one disk's journal (creating a small file costs about 0.6 ms on the
+# project machine's disk, 0.04 ms on such an ext4).
+own=()
+lab_cleanup() {
+  for d in "${own[@]}"; do umount "$d" 2>/dev/null || true; rm -f "/dev/shm/$(basename "$d")-$NAME.ext4"; done
+}
+if [ "${OUT_DISK:-shared}" = own ]; then
+  for c in $(seq 1 "$n"); do
+    img=/dev/shm/out$c-$NAME.ext4
+    mkdir -p "$WORK/out$c"
+    truncate -s $((SIZE_MIB * 3 + 256))M "$img"
+    mkfs.ext4 -q -F "$img" && mount -o loop "$img" "$WORK/out$c" || { echo "netlab-push.sh: OUT_DISK=own: cannot mount a file system"; exit 1; }
+    own+=("$WORK/out$c")
+    rmdir "$WORK/out$c/lost+found"
+  done
+fi
 fail=0
 as=()
 if [ -n "${LISTEN_USER:-}" ]; then
@@ -76,8 +98,13 @@ fi
 for run in $(seq 1 "$RUNS"); do
   pids=()
   for c in $(seq 1 "$n"); do
-    rm -rf "$WORK/out$c"
-    if [ -n "${LISTEN_USER:-}" ]; then install -d -o "$LISTEN_USER" "$WORK/out$c"; fi
+    if [ ${#own[@]} -gt 0 ]; then
+      find "$WORK/out$c" -mindepth 1 -delete
+      if [ -n "${LISTEN_USER:-}" ]; then chown "$LISTEN_USER" "$WORK/out$c"; fi
+    else
+      rm -rf "$WORK/out$c"
+      if [ -n "${LISTEN_USER:-}" ]; then install -d -o "$LISTEN_USER" "$WORK/out$c"; fi
+    fi
     ( bash "$LAB" --name "$NAME" exec "c$c" -- "${as[@]}" "$BIN" listen --trust "$KEY" --interface eth0 \
         --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log"
       echo $? > "$WORK/c$c.rc" ) &

@@ -2,8 +2,9 @@
 # sourced after `cd` to the project root with SCRIPT, NAME and LAB set:
 # skips (exit 0 with a message) unless root with network namespaces,
 # builds the release binary unless BIN is given, makes WORK and a cleanup
-# trap that kills BG_PID (the server or pusher), takes the lab down and
-# removes WORK unless KEEP is set. lab_rate_bps turns 100M into bits/s.
+# trap that kills BG_PID (the server or pusher), runs lab_cleanup if the
+# script defines one, takes the lab down and removes WORK unless KEEP is
+# set. lab_rate_bps turns 100M into bits/s.
 
 if [ "$(id -u)" != 0 ]; then echo "$SCRIPT: skipped (needs root)"; exit 0; fi
 if ! ip netns add "${NAME}probe" 2>/dev/null; then echo "$SCRIPT: skipped (no network namespaces)"; exit 0; fi
@@ -17,6 +18,7 @@ fi
 WORK=$(mktemp -d)
 cleanup() {
   [ -n "${BG_PID:-}" ] && kill "$BG_PID" 2>/dev/null || true
+  if declare -F lab_cleanup >/dev/null; then lab_cleanup; fi
   bash "$LAB" --name "$NAME" down >/dev/null 2>&1 || true
   if [ -n "${KEEP:-}" ]; then echo "logs kept in $WORK"; else rm -rf "$WORK"; fi
 }

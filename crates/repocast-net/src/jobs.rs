@@ -2,7 +2,10 @@
 //! it: block encoders prepared for `serve` and `push`
 //! (`Server::poll_prepare`: a fountain encoder's intermediate symbols, a
 //! few milliseconds a block) and blocks decoded for `get` and `listen`
-//! (`Client::poll_decode`: a block's decode and hash check, 5-20 ms). The
+//! (`Client::poll_decode`: a block's decode and hash check, 5-20 ms), and
+//! verified packs cut into their files for `listen`
+//! (`ListenEndpoint::poll_unpack`: file creation, about half a millisecond
+//! a file on the lab's disk). The
 //! core decides what to hand out, and what a job that comes back late
 //! does (`server::encoders::prepare`, `client::decode`); this runs them
 //! and gives each back.
@@ -12,6 +15,7 @@ use repocast_core::client::decode::DecodeJob;
 use repocast_core::endpoint::client::ClientEndpoint;
 use repocast_core::endpoint::listen::ListenEndpoint;
 use repocast_core::endpoint::store::BlockStore;
+use repocast_core::endpoint::unpack::UnpackJob;
 use repocast_core::server::encoders::PrepareJob;
 use tokio::sync::mpsc;
 
@@ -25,6 +29,15 @@ pub(crate) trait Job: Send + 'static {
 impl Job for PrepareJob {
     fn run(&mut self) {
         PrepareJob::run(self);
+    }
+}
+
+impl Job for UnpackJob {
+    fn run(&mut self) {
+        UnpackJob::run(self);
+    }
+    fn lose(&mut self) {
+        UnpackJob::lose(self);
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! One task owns the endpoint and its [`Store`]. It joins the two groups
 //! (through the optional [`crate::fault::LossySocket`] emulation), feeds the endpoint
-//! what they deliver, wakes it at its deadline, and passes its events on
+//! what they deliver, runs its decode and unpack jobs on the blocking pool
+//! (`crate::jobs`), wakes it at its deadline, and passes its events on
 //! (progress bars, logs). No packet goes back: push mode has no back
 //! channel. Signatures, versions, selection, decoding, the memory bound,
 //! storing, verifying and outcomes are the endpoint's. The newest
@@ -197,8 +198,12 @@ pub async fn listen(
     let mut dgram = vec![0u8; 65536];
     let mut alarm = crate::Alarm::default();
     let mut jobs = crate::jobs::Jobs::new();
+    let mut unpacks = crate::jobs::Jobs::new();
     loop {
         jobs.trade(&mut ep, start);
+        while let Some(job) = ep.poll_unpack() {
+            unpacks.start(job);
+        }
         while let Some(ev) = ep.poll_event() {
             if let (ListenEvent::Version { version, .. }, Some(k)) = (&ev, ep.signer()) {
                 record_version(&opts.out, &k, *version);
@@ -236,8 +241,20 @@ pub async fn listen(
                 }
             }
             Some(job) = jobs.done() => ep.decoded(core_now(start), job),
+            Some(job) = unpacks.done() => ep.unpacked(job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             _ = stopping => break,
+        }
+    }
+    // Stopped (or finished) with verified packs not yet cut out: they are
+    // finished first, so what verified is in place.
+    while ep.unpacking() {
+        while let Some(job) = ep.poll_unpack() {
+            unpacks.start(job);
+        }
+        match unpacks.done().await {
+            Some(job) => ep.unpacked(job),
+            None => break,
         }
     }
     let client = ep.receiver().map(|r| r.client_stats()).unwrap_or_default();

@@ -201,3 +201,70 @@ fn a_member_that_does_not_match_its_hash_fails_alone() {
     assert!(store.file(&files[3].0).is_none());
     assert_eq!(store.file(&files[4].0), Some(&files[4].1[..]));
 }
+
+/// A store that cuts packs off the receiving path (as `listen`'s on disk
+/// does): each verified pack comes out as a job, one at a time; the
+/// listener is not finished while one is out; its members get their
+/// outcomes when it comes back, and a job lost (its thread died) fails its
+/// members with a reason instead of leaving them unsaid.
+#[test]
+fn packs_cut_off_the_receiving_path_give_outcomes_when_back() {
+    let seed = seed_or(15);
+    let files = site(seed, 600);
+    let id = Identity::from_seed([7; 32]);
+    let cfg = config();
+    let (items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
+    let set = cfg.plan(items, &mut source).expect("plan");
+    let packs = set.packs.len();
+    assert!(packs >= 2, "{packs} packs");
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
+    let mut lcfg = ListenConfig::new(Profile::Push.client());
+    lcfg.trust = Some(id.public());
+    let mut store = MemoryStore::default();
+    store.unpack_as_jobs = true;
+    let mut ep = ListenEndpoint::new(Instant::ZERO, lcfg, store);
+    let (mut now, mut buf) = (Instant::ZERO, Vec::new());
+    let (mut seen, mut last) = (0, None);
+    // Every job but the last is run and handed back at once; the last is
+    // held.
+    while last.is_none() && now < secs(30.0) {
+        while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
+            let ch = match dest {
+                Dest::Announce => Channel::Announce,
+                _ => Channel::Data,
+            };
+            ep.handle_datagram(now, ch, &buf);
+            while let Some(mut job) = ep.poll_decode() {
+                job.run();
+                ep.decoded(now, job);
+            }
+            if let Some(mut job) = ep.poll_unpack() {
+                seen += 1;
+                assert!(ep.poll_unpack().is_none(), "one job out at a time");
+                assert!(!ep.is_finished(), "a job is out");
+                if seen == packs {
+                    last = Some(job);
+                    break;
+                }
+                job.run();
+                ep.unpacked(job);
+            }
+        }
+        now = push.poll_timeout().expect("deadline");
+        ep.handle_timeout(now);
+    }
+    let mut last = last.expect("every pack verified");
+    assert!(!ep.is_finished(), "the last job is out");
+    last.lose();
+    ep.unpacked(last);
+    assert!(ep.is_finished());
+    let outcomes = ep.outcomes();
+    assert_eq!(outcomes.len(), files.len());
+    let failed: Vec<_> = (outcomes.iter())
+        .filter_map(|o| o.result.as_ref().err())
+        .collect();
+    // The lost pack's members fail, saying why; every other file verified.
+    assert!(!failed.is_empty());
+    assert!(failed.iter().all(|e| e.contains("not cut")), "{failed:?}");
+    assert!(failed.len() < files.len() / 2, "{}", failed.len());
+}

@@ -13,8 +13,9 @@
 //!
 //! A selected file that travels in a pack makes the listener receive the
 //! pack; once it verifies, the store cuts out the selected members
-//! ([`BlockStore::unpack`]), each checked against its own hash and given
-//! its own outcome.
+//! ([`BlockStore::unpack`]; off the receiving path as an [`UnpackJob`] if
+//! the store can, [`super::unpack`]), each checked against its own hash
+//! and given its own outcome.
 //!
 //! TIDDO (the default) finishes once every selected item has an outcome.
 //! In satellite mode the listener never finishes: a newer version is
@@ -25,7 +26,8 @@
 use super::Channel;
 use super::assembly::{Assembly, glob_match};
 use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
-use super::store::{BlockStore, PackMember};
+use super::store::{BlockStore, PackMember, StoreError};
+use super::unpack::UnpackJob;
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
 use crate::wire::DataRepr;
@@ -148,6 +150,10 @@ pub struct ListenEndpoint<S: BlockStore> {
     names: BTreeMap<crate::ItemId, String>,
     /// The active version's packs being received: their selected members.
     packs: BTreeMap<crate::ItemId, Vec<PackMember>>,
+    /// Verified packs to cut out off the receiving path, and how many are
+    /// out (one at a time: file creation is the disk's, not the CPU's).
+    unpacks: VecDeque<UnpackJob>,
+    unpacks_out: usize,
     events: VecDeque<ListenEvent>,
     /// Data packets held until their version's catalogue is complete.
     early: VecDeque<Vec<u8>>,
@@ -172,6 +178,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
             hashes: BTreeMap::new(),
             names: BTreeMap::new(),
             packs: BTreeMap::new(),
+            unpacks: VecDeque::new(),
+            unpacks_out: 0,
             events: VecDeque::new(),
             early: VecDeque::new(),
             early_bytes: 0,
@@ -453,6 +461,11 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// Records the outcome of the file `name` (of the active version).
     fn record(&mut self, name: String, result: Result<(), String>) {
         let (hash, size) = self.hashes.get(&name).copied().unwrap_or(([0; 32], 0));
+        self.record_as(name, hash, size, result);
+    }
+
+    /// Records the outcome of the file `name` with this hash and size.
+    fn record_as(&mut self, name: String, hash: [u8; 32], size: u64, result: Result<(), String>) {
         let o = Outcome {
             name: name.clone(),
             size,
@@ -483,11 +496,30 @@ impl<S: BlockStore> ListenEndpoint<S> {
             return self.record(name, result);
         };
         let results = match (&result, self.inner.as_mut()) {
-            (Ok(()), Some(inner)) => inner.store_mut().unpack(pack, &members),
+            (Ok(()), Some(inner)) => {
+                let store = inner.store_mut();
+                match store.unpack_work(pack, &members) {
+                    Some(work) => {
+                        return self.unpacks.push_back(UnpackJob::new(pack, members, work));
+                    }
+                    None => store.unpack(pack, &members),
+                }
+            }
             _ => Vec::new(),
         };
+        self.cut(&result, members, results);
+    }
+
+    /// Records each member's outcome: the pack's failure, or what cutting
+    /// it out gave (one result per member, in order).
+    fn cut(
+        &mut self,
+        result: &Result<(), String>,
+        members: Vec<PackMember>,
+        results: Vec<Result<bool, StoreError>>,
+    ) {
         for (i, m) in members.into_iter().enumerate() {
-            let r = match (&result, results.get(i)) {
+            let r = match (result, results.get(i)) {
                 (Err(e), _) => Err(e.clone()),
                 (Ok(()), Some(Ok(true))) => Ok(()),
                 (Ok(()), Some(Ok(false))) => Err("does not match its hash in the pack".into()),
@@ -500,8 +532,40 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     reason: reason.clone(),
                 }));
             }
-            self.record(m.name, r);
+            // Its own hash: a job back after a newer version came says
+            // what it put in place, not what the new version holds.
+            self.record_as(m.name, m.hash, m.size, r);
         }
+    }
+
+    /// The next verified pack to cut out off the receiving path (one at a
+    /// time): run it on any thread, then hand it back with
+    /// [`ListenEndpoint::unpacked`]. The listener is not finished while
+    /// one is waiting or out.
+    pub fn poll_unpack(&mut self) -> Option<UnpackJob> {
+        if self.unpacks_out > 0 {
+            return None;
+        }
+        let job = self.unpacks.pop_front()?;
+        self.unpacks_out += 1;
+        Some(job)
+    }
+
+    /// Whether verified packs wait to be cut out, or one is out: a driver
+    /// stopping a satellite listener finishes them first, so what verified
+    /// is in place.
+    pub fn unpacking(&self) -> bool {
+        self.unpacks_out > 0 || !self.unpacks.is_empty()
+    }
+
+    /// A job from [`ListenEndpoint::poll_unpack`], back: its members'
+    /// outcomes.
+    pub fn unpacked(&mut self, job: UnpackJob) {
+        self.unpacks_out = self.unpacks_out.saturating_sub(1);
+        let UnpackJob {
+            members, results, ..
+        } = job;
+        self.cut(&Ok(()), members, results);
     }
 
     /// Moves the receiver's events out, recording outcomes.
@@ -552,12 +616,17 @@ impl<S: BlockStore> ListenEndpoint<S> {
     }
 
     /// Runs the decode jobs waiting, here and now, and hands them back
-    /// ([`ClientEndpoint::decode_here`]).
+    /// ([`ClientEndpoint::decode_here`]); then the packs waiting to be
+    /// cut out.
     pub fn decode_here(&mut self, now: Instant) {
         if let Some(inner) = self.inner.as_mut() {
             inner.decode_here(now);
         }
         self.drain();
+        while let Some(mut job) = self.poll_unpack() {
+            job.run();
+            self.unpacked(job);
+        }
     }
 
     /// Timers: the receiver's, and the wait for a first catalogue.

@@ -21,6 +21,7 @@ pub mod push;
 pub mod server;
 pub mod signing;
 pub mod store;
+pub mod unpack;
 
 use crate::ClientId;
 

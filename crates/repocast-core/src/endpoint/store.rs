@@ -82,6 +82,10 @@ pub struct PackMember {
     pub mtime: i64,
 }
 
+/// A pack's members cut out on another thread: one result per member, as
+/// [`BlockStore::unpack`] gives them.
+pub type UnpackWork = Box<dyn FnOnce() -> Vec<Result<bool, StoreError>> + Send>;
+
 /// Symbols of a partly received block: (symbol id, bytes).
 pub type Symbols = Vec<(u32, Vec<u8>)>;
 
@@ -143,6 +147,12 @@ pub trait BlockStore {
     /// the pack. One result per member, in order: `Ok(false)` when its
     /// bytes do not match its hash.
     fn unpack(&mut self, item: ItemId, members: &[PackMember]) -> Vec<Result<bool, StoreError>>;
+    /// [`BlockStore::unpack`]'s work as a job to run on another thread
+    /// (the pack's files moved into it: the store forgets the pack), or
+    /// `None` to have `unpack` do it here ([`super::unpack`]).
+    fn unpack_work(&mut self, _item: ItemId, _members: &[PackMember]) -> Option<UnpackWork> {
+        None
+    }
     /// Whether the file `name` is in place already with this size and
     /// hash (a pack whose selected members all are is not received).
     fn has_file(&self, _name: &str, _size: u64, _hash: &[u8; 32]) -> bool {
@@ -187,6 +197,10 @@ pub struct MemoryStore {
     packs: FastMap<ItemId, Option<Vec<u8>>>,
     /// Blocks written so far (a test's measure of resume).
     pub blocks_written: u64,
+    /// Hand each pack's members' outcomes out as a job
+    /// ([`BlockStore::unpack_work`]), as a store on disk does (the members
+    /// are in place at once; only their outcomes wait for the job).
+    pub unpack_as_jobs: bool,
 }
 
 impl MemoryStore {
@@ -370,6 +384,14 @@ impl BlockStore for MemoryStore {
                 Ok(ok)
             })
             .collect()
+    }
+
+    fn unpack_work(&mut self, item: ItemId, members: &[PackMember]) -> Option<UnpackWork> {
+        if !self.unpack_as_jobs {
+            return None;
+        }
+        let results = self.unpack(item, members);
+        Some(Box::new(move || results))
     }
 
     fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {

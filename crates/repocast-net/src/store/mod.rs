@@ -287,25 +287,23 @@ fn file_is(path: &Path, size: u64, hash: &[u8; 32]) -> Result<bool, StoreError> 
     )
 }
 
-impl Store {
-    /// Whether the file at `path` is already these bytes; anything else
-    /// there is refused unless the user said `--overwrite`.
-    fn already_in_place(
-        &self,
-        path: &Path,
-        size: u64,
-        hash: &[u8; 32],
-    ) -> Result<bool, StoreError> {
-        if file_is(path, size, hash)? {
-            return Ok(true);
-        }
-        if !self.overwrite && fs::symlink_metadata(path).is_ok() {
-            return Err(StoreError::Exists {
-                path: path.display().to_string(),
-            });
-        }
-        Ok(false)
+/// Whether the file at `path` is already these bytes; anything else there
+/// is refused unless the user said `--overwrite`.
+fn already_in_place(
+    path: &Path,
+    size: u64,
+    hash: &[u8; 32],
+    overwrite: bool,
+) -> Result<bool, StoreError> {
+    if file_is(path, size, hash)? {
+        return Ok(true);
     }
+    if !overwrite && fs::symlink_metadata(path).is_ok() {
+        return Err(StoreError::Exists {
+            path: path.display().to_string(),
+        });
+    }
+    Ok(false)
 }
 
 /// Refuses a path whose folders under `root` include a symlink (a server
@@ -423,7 +421,7 @@ impl BlockStore for Store {
             spill: None,
             spill_len: 0,
         };
-        if !pack && self.already_in_place(&p.final_path, m.size, &m.hash)? {
+        if !pack && already_in_place(&p.final_path, m.size, &m.hash, self.overwrite)? {
             self.items.insert(m.item, p);
             return Ok(Resume::Complete);
         }
@@ -676,6 +674,14 @@ impl BlockStore for Store {
         members: &[repocast_core::endpoint::store::PackMember],
     ) -> Vec<Result<bool, StoreError>> {
         self.unpack_members(item, members)
+    }
+
+    fn unpack_work(
+        &mut self,
+        item: ItemId,
+        members: &[repocast_core::endpoint::store::PackMember],
+    ) -> Option<repocast_core::endpoint::store::UnpackWork> {
+        self.unpack_job(item, members)
     }
 
     fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {

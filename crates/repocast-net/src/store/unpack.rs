@@ -8,13 +8,18 @@
 //! name checks and overwrite rule as a file received alone; then the
 //! members' data is made durable at once (one `syncfs` of the folder's file
 //! system, where an `fsync` per file cost about a third of a millisecond
-//! each, on the receiving path, for a pack of a hundred files), and only
-//! then is each renamed into place. The pack's partial file and journal
-//! go last.
+//! each, for a pack of a hundred files), and only then is each renamed
+//! into place. The pack's partial file and journal go last.
+//!
+//! The work runs off the receiving path ([`Store::unpack_job`], run by the
+//! listen driver on its blocking pool; `repocast_core::endpoint::unpack`):
+//! creating a small file costs about half a millisecond on the lab's disk,
+//! so a pack of a hundred files held the receiving loop for 100-150 ms.
 
-use super::{Store, check_parents, safe_path, set_file_attributes, sync_dir};
+use super::{Store, already_in_place, check_parents, safe_path, set_file_attributes, sync_dir};
 use repocast_core::ItemId;
-use repocast_core::endpoint::store::{PackMember, StoreError};
+use repocast_core::endpoint::store::{PackMember, StoreError, UnpackWork};
+use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -36,6 +41,17 @@ enum Written {
     Mismatch,
 }
 
+/// One verified pack to cut: its file (still locked), that file's path and
+/// its journal's, and where the members go.
+struct Cutter {
+    pack: fs::File,
+    pack_path: PathBuf,
+    journal: PathBuf,
+    root: PathBuf,
+    partial_dir: PathBuf,
+    overwrite: bool,
+}
+
 impl Store {
     /// Whether `name` is in place with this size and hash.
     pub(super) fn in_place(
@@ -47,52 +63,95 @@ impl Store {
         super::file_is(&safe_path(&self.root, name)?, size, hash)
     }
 
-    /// [`repocast_core::endpoint::store::BlockStore::unpack`].
+    /// The verified pack `item` as a cutter (the store forgets it).
+    fn cutter(&mut self, item: ItemId) -> Option<Cutter> {
+        let (pack, pack_path, journal) = self.packs.remove(&item)??;
+        Some(Cutter {
+            pack,
+            pack_path,
+            journal,
+            root: self.root.clone(),
+            partial_dir: self.partial_dir.clone(),
+            overwrite: self.overwrite,
+        })
+    }
+
+    /// [`repocast_core::endpoint::store::BlockStore::unpack`], here.
     pub(super) fn unpack_members(
         &mut self,
         item: ItemId,
         members: &[PackMember],
     ) -> Vec<Result<bool, StoreError>> {
-        let Some(Some((pack, tmp, journal))) = self.packs.remove(&item) else {
-            return (members.iter())
-                .map(|_| Err(StoreError::NotOpen("unpack")))
-                .collect();
-        };
-        let cuts: Vec<Result<Written, StoreError>> = members
-            .iter()
-            .map(|m| self.write_member(&pack, m))
-            .collect();
+        match self.cutter(item) {
+            Some(c) => c.run(members),
+            None => not_open(members),
+        }
+    }
+
+    /// [`repocast_core::endpoint::store::BlockStore::unpack_work`]: the
+    /// same work, to run on another thread.
+    pub(super) fn unpack_job(
+        &mut self,
+        item: ItemId,
+        members: &[PackMember],
+    ) -> Option<UnpackWork> {
+        let members = members.to_vec();
+        Some(match self.cutter(item) {
+            Some(c) => Box::new(move || c.run(&members)),
+            None => Box::new(move || not_open(&members)),
+        })
+    }
+}
+
+fn not_open(members: &[PackMember]) -> Vec<Result<bool, StoreError>> {
+    (members.iter())
+        .map(|_| Err(StoreError::NotOpen("unpack")))
+        .collect()
+}
+
+impl Cutter {
+    /// Cuts `members` out: one result per member, in order.
+    fn run(self, members: &[PackMember]) -> Vec<Result<bool, StoreError>> {
+        let cuts: Vec<Result<Written, StoreError>> =
+            members.iter().map(|m| self.write_member(m)).collect();
         if cuts.iter().any(|c| matches!(c, Ok(Written::Cut(_)))) {
             self.sync_data();
         }
+        let mut dirs = BTreeSet::new();
         let results = (cuts.into_iter())
             .map(|c| match c? {
-                Written::Cut(cut) => self.place(cut).map(|()| true),
+                Written::Cut(cut) => self.place(cut, &mut dirs).map(|()| true),
                 Written::InPlace => Ok(true),
                 Written::Mismatch => Ok(false),
             })
             .collect();
+        let Cutter {
+            pack,
+            pack_path,
+            journal,
+            ..
+        } = self;
         drop(pack);
-        let _ = fs::remove_file(&tmp);
+        let _ = fs::remove_file(&pack_path);
         let _ = fs::remove_file(&journal);
-        let dirs: Vec<_> = std::mem::take(&mut self.unsynced).into_iter().collect();
         for d in dirs {
             sync_dir(&d);
         }
         results
     }
 
-    /// Writes one member of `pack` to a temporary file with its
+    /// Writes one member of the pack to a temporary file with its
     /// attributes, unless it is in place already or does not match.
-    fn write_member(&self, pack: &fs::File, m: &PackMember) -> Result<Written, StoreError> {
+    fn write_member(&self, m: &PackMember) -> Result<Written, StoreError> {
         let path = safe_path(&self.root, &m.name)?;
         check_parents(&self.root, &path)?;
-        if self.already_in_place(&path, m.size, &m.hash)? {
+        if already_in_place(&path, m.size, &m.hash, self.overwrite)? {
             return Ok(Written::InPlace);
         }
         let len = usize::try_from(m.size).map_err(|_| StoreError::NotOpen("member size"))?;
         let mut bytes = vec![0u8; len];
-        pack.read_exact_at(&mut bytes, m.offset)
+        (self.pack)
+            .read_exact_at(&mut bytes, m.offset)
             .map_err(|e| StoreError::io(&self.partial_dir, e))?;
         if blake3::hash(&bytes).as_bytes() != &m.hash {
             return Ok(Written::Mismatch);
@@ -130,8 +189,9 @@ impl Store {
         }
     }
 
-    /// Renames a durable member into place.
-    fn place(&mut self, c: Cut) -> Result<(), StoreError> {
+    /// Renames a durable member into place; its folder is fsynced at the
+    /// end.
+    fn place(&self, c: Cut, dirs: &mut BTreeSet<PathBuf>) -> Result<(), StoreError> {
         let placed = (|| {
             if let Some(parent) = c.path.parent() {
                 fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
@@ -145,7 +205,7 @@ impl Store {
             let _ = fs::remove_file(&c.tmp);
         }
         if let Some(parent) = c.path.parent() {
-            self.unsynced.insert(parent.to_path_buf());
+            dirs.insert(parent.to_path_buf());
         }
         placed
     }
