@@ -84,7 +84,7 @@ if [ "${OUT_DISK:-shared}" = own ]; then
     img=/dev/shm/out$c-$NAME.ext4
     mkdir -p "$WORK/out$c"
     truncate -s $((SIZE_MIB * 3 + 256))M "$img"
-    mkfs.ext4 -q -F "$img" && mount -o loop "$img" "$WORK/out$c" || { echo "netlab-push.sh: OUT_DISK=own: cannot mount a file system"; exit 1; }
+    mkfs.ext4 -q -F "$img" && mount -o loop "$img" "$WORK/out$c" || { rm -f "$img"; echo "netlab-push.sh: OUT_DISK=own: cannot mount a file system"; exit 1; }
     own+=("$WORK/out$c")
     rmdir "$WORK/out$c/lost+found"
   done

@@ -174,7 +174,7 @@ impl Repository {
         fec: &FecParams,
         growth: Option<BlockGrowth>,
     ) -> Result<Repository, NetError> {
-        Self::scan_fresh(root, fec, growth, &[])
+        Self::scan_fresh(root, fec, growth, &Default::default())
     }
 
     /// [`Repository::scan`], hashing the files named in `fresh` whatever
@@ -184,7 +184,7 @@ impl Repository {
         root: &Path,
         fec: &FecParams,
         growth: Option<BlockGrowth>,
-        fresh: &[String],
+        fresh: &std::collections::HashSet<String>,
     ) -> Result<Repository, NetError> {
         let meta = fs::metadata(root).map_err(|e| NetError::file(root, e))?;
         if !meta.is_dir() {

@@ -125,37 +125,70 @@ async fn the_pusher_stops_after_its_redundancy_and_a_glob_selects() {
     assert!(stats.data_packets > 0);
 }
 
+/// A pusher of a folder and a satellite listener of it.
+struct Satellite {
+    h: PushHandle,
+    out: tempfile::TempDir,
+    stop_tx: tokio::sync::watch::Sender<bool>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<repocast_core::endpoint::listen::ListenEvent>,
+    task:
+        tokio::task::JoinHandle<Result<repocast_net::listen::ListenReport, repocast_net::NetError>>,
+}
+
+/// Pushes `repo` to a satellite listener at `loss` (emulated, `seed`).
+async fn satellite(repo: &Path, loss: f64, seed: u64) -> Satellite {
+    let (h, o) = start_push(repo, None).await;
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), loss, seed);
+    l.satellite = true;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(listen(l, Some(tx), Some(stop_rx)));
+    Satellite {
+        h,
+        out,
+        stop_tx,
+        rx,
+        task,
+    }
+}
+
+/// Waits (at most 20 s) until `n` more items are complete.
+async fn items_complete(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<repocast_core::endpoint::listen::ListenEvent>,
+    n: usize,
+) {
+    let mut seen = 0;
+    tokio::time::timeout(Duration::from_secs(20), async {
+        while let Some(ev) = rx.recv().await {
+            if let repocast_core::endpoint::listen::ListenEvent::Item(
+                repocast_core::endpoint::client::Event::Complete { .. },
+            ) = ev
+            {
+                seen += 1;
+                if seen == n {
+                    return;
+                }
+            }
+        }
+    })
+    .await
+    .expect("items complete");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_satellite_listener_picks_up_an_added_file() {
     let repo = seeded_repo(&[("one", 30_000)], 5);
-    let (h, o) = start_push(repo.path(), None).await;
-    let out = tempfile::tempdir().expect("tmp");
-    let mut l = listen_opts(&o, out.path(), 0.1, 6);
-    l.satellite = true;
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let task = tokio::spawn(listen(l, Some(tx), Some(stop_rx)));
-    let wait_version = async |rx: &mut tokio::sync::mpsc::UnboundedReceiver<_>, n: usize| {
-        let mut seen = 0;
-        tokio::time::timeout(Duration::from_secs(20), async {
-            while let Some(ev) = rx.recv().await {
-                if let repocast_core::endpoint::listen::ListenEvent::Item(
-                    repocast_core::endpoint::client::Event::Complete { .. },
-                ) = ev
-                {
-                    seen += 1;
-                    if seen == n {
-                        return;
-                    }
-                }
-            }
-        })
-        .await
-        .expect("items complete");
-    };
-    wait_version(&mut rx, 1).await;
+    let Satellite {
+        h,
+        out,
+        stop_tx,
+        mut rx,
+        task,
+    } = satellite(repo.path(), 0.1, 6).await;
+    items_complete(&mut rx, 1).await;
     write_repo(&repo.path().join("sub"), &[("two", 40_000)], 7);
-    wait_version(&mut rx, 1).await;
+    items_complete(&mut rx, 1).await;
     let _ = stop_tx.send(true);
     let r = task.await.expect("task").expect("listen");
     assert_delivered(repo.path(), out.path(), &["sub/two", "one"]);
@@ -289,5 +322,37 @@ async fn small_files_come_out_of_their_packs_with_their_attributes() {
         .flatten()
         .collect();
     assert!(left.is_empty(), "{left:?}");
+    h.stop().await.expect("stop");
+}
+
+/// A file rewritten with its size and time kept, so the pusher's hash
+/// cache still holds its old hash: the pusher stops sending it (its blocks
+/// no longer match), hashes it afresh and pushes a new version, which a
+/// satellite listener takes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_rewritten_behind_the_hash_cache_goes_out_as_it_now_reads() {
+    let repo = seeded_repo(&[("big.bin", 400_000)], 11);
+    let Satellite {
+        h,
+        out,
+        stop_tx,
+        mut rx,
+        task,
+    } = satellite(repo.path(), 0.0, 12).await;
+    items_complete(&mut rx, 1).await;
+    let path = repo.path().join("big.bin");
+    let mtime = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .expect("mtime");
+    let mut bytes = std::fs::read(&path).expect("read");
+    bytes[1_000] ^= 0xff;
+    std::fs::write(&path, &bytes).expect("rewrite");
+    (std::fs::File::options().write(true).open(&path))
+        .and_then(|f| f.set_modified(mtime))
+        .expect("the old time back");
+    items_complete(&mut rx, 1).await;
+    let _ = stop_tx.send(true);
+    task.await.expect("task").expect("listen");
+    assert_delivered(repo.path(), out.path(), &["big.bin"]);
     h.stop().await.expect("stop");
 }

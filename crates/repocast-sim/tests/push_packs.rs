@@ -268,3 +268,46 @@ fn packs_cut_off_the_receiving_path_give_outcomes_when_back() {
     assert!(failed.iter().all(|e| e.contains("not cut")), "{failed:?}");
     assert!(failed.len() < files.len() / 2, "{}", failed.len());
 }
+
+/// Files that no longer read as scanned (rewritten with their size and
+/// time kept, behind the pusher's hash cache): the pusher stops sending
+/// their items and names the files, so its driver scans again and hashes
+/// them afresh: a file sent alone, and every member of a pack one of whose
+/// members changed. Its server's events are taken as it goes (a pass
+/// each, for as long as it runs).
+#[test]
+fn items_that_no_longer_read_as_scanned_are_named_for_a_new_scan() {
+    let seed = seed_or(16);
+    let files = site(seed, 600);
+    let cfg = config();
+    let (items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
+    let set = cfg.plan(items, &mut source).expect("plan");
+    let pack: Vec<String> = (set.packs[0].members.iter())
+        .map(|&m| files[m].0.clone())
+        .collect();
+    let alone = (files.iter())
+        .position(|f| f.0 == "site/video.bin")
+        .expect("video");
+    let mut changed = files.clone();
+    changed[set.packs[0].members[1]].1[0] ^= 1;
+    changed[alone].1[5] ^= 1;
+    let (_, mut source) = push_items(&changed, |s| cfg.server.item_fec(s)).expect("items");
+    let id = Identity::from_seed([7; 32]);
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, id, 1, set).expect("pusher");
+    let (mut now, mut buf, mut failed) = (Instant::ZERO, Vec::new(), Vec::new());
+    while now < secs(3.0) {
+        while push.poll_transmit(now, &mut source, &mut buf).is_some() {}
+        failed.extend(std::iter::from_fn(|| push.poll_failed()));
+        now = push.poll_timeout().expect("deadline");
+    }
+    let mut names: Vec<Vec<String>> = failed.iter().map(|f| f.names.clone()).collect();
+    names.sort();
+    let mut want = vec![pack, vec!["site/video.bin".to_string()]];
+    want.sort();
+    assert_eq!(names, want);
+    assert!(failed.iter().all(|f| !f.reason.is_empty()));
+    // Many passes went out (the set is about 9 MB, 0.75 s a cycle), and
+    // no event was left behind.
+    assert!(push.stats().passes > 20, "{}", push.stats().passes);
+    assert_eq!(push.server().events_waiting(), 0);
+}

@@ -20,12 +20,15 @@ use super::signing::BatchSigner;
 use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::sched::SchedulerKind;
-use crate::server::{BlockSource, ItemInfo, Server, ServerConfig, ServerError, Transmit};
+use crate::server::{
+    BlockSource, ItemInfo, Server, ServerConfig, ServerError, ServerEvent, Transmit,
+};
 use crate::wire::FecParams;
 use crate::wire::catalogue::{
     CataloguePiece, HeadKind, ItemHead, MAX_PUSH_ITEMS, pack, split_item,
 };
 use crate::{Instant, SessionId};
+use std::collections::VecDeque;
 use std::time::Duration;
 
 /// Longest time between two copies of the catalogue, unless
@@ -199,7 +202,24 @@ pub struct PushEndpoint {
     current: Vec<PushItem>,
     /// Vouches for the version's data packets (`sign_symbols`).
     signer: Option<BatchSigner>,
+    /// Items of this version the server failed (a file that no longer
+    /// reads as scanned), until the driver takes them; and every item
+    /// reported so (the server fails it again each time it comes round).
+    failed: VecDeque<PushFailure>,
+    reported: std::collections::BTreeSet<crate::ItemId>,
     stats: PushStats,
+}
+
+/// An item the pusher stopped sending in this version: its file, or the
+/// files of its pack, no longer read as the scan hashed them (changed, or
+/// rewritten with size and time kept). The driver scans again, hashing
+/// them afresh.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushFailure {
+    /// The file's name, or each member's of a pack.
+    pub names: Vec<String>,
+    /// Why (the server's reason).
+    pub reason: String,
 }
 
 /// The session a version's data carries: from the signer and the version,
@@ -236,6 +256,8 @@ impl PushEndpoint {
             pieces_sent: 0,
             current: Vec::new(),
             signer: None,
+            failed: VecDeque::new(),
+            reported: Default::default(),
             stats: PushStats::default(),
         };
         e.replace(now, version, items)?;
@@ -363,6 +385,8 @@ impl PushEndpoint {
         self.server = Server::new(cfg, infos)?;
         self.current = set.files;
         self.units = units;
+        self.failed.clear();
+        self.reported.clear();
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
         self.sent = sent;
         self.pieces = pieces;
@@ -429,6 +453,12 @@ impl PushEndpoint {
     /// The state machine (for its counters).
     pub fn server(&self) -> &Server {
         &self.server
+    }
+
+    /// An item this version no longer sends, and why
+    /// ([`PushFailure`]).
+    pub fn poll_failed(&mut self) -> Option<PushFailure> {
+        self.failed.pop_front()
     }
 
     /// Counters.
@@ -555,7 +585,10 @@ impl PushEndpoint {
             units: &self.units,
         };
         loop {
-            match self.server.poll_transmit(now, &mut source)? {
+            let t = self.server.poll_transmit(now, &mut source);
+            let failed = (&mut self.failed, &mut self.reported);
+            take_events(&mut self.server, &self.units, &self.current, failed);
+            match t? {
                 Transmit::Data(d) => {
                     if let Some(s) = self.sent.get_mut(d.item.0 as usize) {
                         s.0 += 1;
@@ -577,6 +610,39 @@ impl PushEndpoint {
                 Transmit::Control(..) => {}
             }
         }
+    }
+}
+
+/// Takes the server's events: in push mode nobody else does, and a pass a
+/// second would pile up. A failed item is kept for
+/// [`PushEndpoint::poll_failed`] once a version.
+fn take_events(
+    server: &mut Server,
+    units: &[Unit],
+    files: &[PushItem],
+    (failed, reported): (
+        &mut VecDeque<PushFailure>,
+        &mut std::collections::BTreeSet<crate::ItemId>,
+    ),
+) {
+    let name = |f: &usize| {
+        files
+            .get(*f)
+            .map_or_else(String::new, |f| f.info.name.clone())
+    };
+    while let Some(ev) = server.poll_event() {
+        let ServerEvent::ItemFailed { item, reason } = ev else {
+            continue;
+        };
+        if !reported.insert(item) {
+            continue;
+        }
+        let names = match units.get(item.0 as usize) {
+            Some(Unit::File(f)) => vec![name(f)],
+            Some(Unit::Pack(members)) => members.iter().map(|(f, _)| name(f)).collect(),
+            None => continue,
+        };
+        failed.push_back(PushFailure { names, reason });
     }
 }
 

@@ -611,6 +611,12 @@ impl Server {
         self.events.pop_front()
     }
 
+    /// Events not yet taken (a driver must take them: they are kept
+    /// until it does).
+    pub fn events_waiting(&self) -> usize {
+        self.events.len()
+    }
+
     /// Timers: pacing (handled by `poll_transmit`) and report deadlines. A
     /// receiver that has sent neither a NAK nor item-done for a transmission
     /// by its deadline (it may have missed the transmission altogether: the

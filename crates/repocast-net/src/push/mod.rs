@@ -30,7 +30,7 @@ use repocast_core::profile::{push_block_growth, push_block_symbols};
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use rescan::{RESCAN_QUIET, Rescan};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,20 +76,24 @@ struct Scan {
     bytes: u64,
 }
 
+/// Scans the folder (hashing the files named in `fresh` whatever the hash
+/// cache says) and plans the set.
 fn scan(
     opts: &PushOptions,
     fec: &FecParams,
     growth: Option<BlockGrowth>,
+    fresh: &HashSet<String>,
 ) -> Result<Scan, NetError> {
-    let first = scan_fresh(opts, fec, growth, &[])?;
+    let first = scan_fresh(opts, fec, growth, fresh)?;
     if first.items.left_out.is_empty() {
         return Ok(first);
     }
     // Files that did not read as the scan hashed them: hashed afresh (the
     // cache may hold a file rewritten with its size and time kept) and
     // planned again once. Those still changing are the next scan's.
-    let fresh: Vec<String> = (first.items.left_out.iter())
+    let fresh: HashSet<String> = (first.items.left_out.iter())
         .filter_map(|&i| Some(first.items.files.get(i)?.info.name.clone()))
+        .chain(fresh.iter().cloned())
         .collect();
     let again = scan_fresh(opts, fec, growth, &fresh)?;
     if !again.items.left_out.is_empty() {
@@ -105,7 +109,7 @@ fn scan_fresh(
     opts: &PushOptions,
     fec: &FecParams,
     growth: Option<BlockGrowth>,
-    fresh: &[String],
+    fresh: &HashSet<String>,
 ) -> Result<Scan, NetError> {
     let repo = Repository::scan_fresh(&opts.dir, fec, growth, fresh)?;
     let names: Vec<&str> = repo.files.iter().map(|f| f.info.name.as_str()).collect();
@@ -148,6 +152,10 @@ fn scan_fresh(
     })
 }
 
+/// Names kept to hash afresh at the next scan, at most (a copy of more
+/// files at once rehashes only those the hash cache does not know).
+const MAX_FRESH: usize = 100_000;
+
 /// A version number above `last`: the wall clock in milliseconds.
 fn next_version(last: u64) -> u64 {
     let ms = std::time::SystemTime::now()
@@ -173,7 +181,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     };
     let growth = push_block_growth(opts.code, opts.max_block);
     let o = opts.clone();
-    let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec, growth))
+    let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec, growth, &HashSet::new()))
         .await
         .map_err(NetError::Task)??;
     let identity = match &opts.key {
@@ -254,6 +262,8 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         start,
         spool_errors: 0,
         left_out,
+        rescan: Rescan::default(),
+        fresh: HashSet::new(),
     };
     let task = tokio::spawn(pump.run(rx));
     Ok(PushHandle {
@@ -280,11 +290,18 @@ struct Pump {
     /// (they changed while it read them): while there are any, the folder
     /// is scanned again.
     left_out: Vec<usize>,
+    /// When the folder is scanned again.
+    rescan: Rescan,
+    /// Files to hash afresh at the next scan, whatever the hash cache says
+    /// (a file rewritten with its size and time kept is not caught by it):
+    /// those the folder's watch saw change (up to [`MAX_FRESH`]), and
+    /// those whose items failed.
+    fresh: HashSet<String>,
 }
 
 impl Pump {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<PushStats, NetError> {
-        let (change_tx, mut change_rx) = mpsc::channel::<()>(16);
+        let (change_tx, mut change_rx) = mpsc::channel::<Vec<String>>(256);
         // Kept alive for the run: dropping it stops the watch.
         let _watcher = if self.opts.watch {
             Some(watch_dir(&self.opts.dir, change_tx.clone())?)
@@ -294,9 +311,8 @@ impl Pump {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| NetError::socket("SIGHUP handler", e))?;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
-        let mut rescan = Rescan::default();
         if !self.left_out.is_empty() {
-            rescan.changed(tokio::time::Instant::now());
+            self.rescan.changed(tokio::time::Instant::now());
         }
         let mut buf = Vec::with_capacity(2048);
         let mut alarm = crate::Alarm::default();
@@ -310,12 +326,17 @@ impl Pump {
             tokio::select! {
                 _ = crate::sleep_until(deadline) => {}
                 Some(job) = prep.done() => self.endpoint.prepared(job),
-                Some(()) = change_rx.recv() => rescan.changed(tokio::time::Instant::now()),
-                _ = hup.recv() => rescan.now(tokio::time::Instant::now()),
-                _ = crate::sleep_until(rescan.due()) => {
-                    rescan.scanned();
-                    if self.rescan().await {
-                        rescan.changed(tokio::time::Instant::now());
+                Some(names) = change_rx.recv() => {
+                    if self.fresh.len() < MAX_FRESH {
+                        self.fresh.extend(names);
+                    }
+                    self.rescan.changed(tokio::time::Instant::now());
+                }
+                _ = hup.recv() => self.rescan.now(tokio::time::Instant::now()),
+                _ = crate::sleep_until(self.rescan.due()) => {
+                    self.rescan.scanned();
+                    if self.scan_again().await {
+                        self.rescan.changed(tokio::time::Instant::now());
                     }
                 }
                 _ = tick.tick() => self.publish(),
@@ -343,17 +364,30 @@ impl Pump {
             };
             crate::server::send_datagram(sock, buf, to).await;
         }
+        // Files that no longer read as scanned: scanned again, hashed
+        // afresh (a file rewritten with its size and time kept is not
+        // caught by the hash cache).
+        while let Some(f) = self.endpoint.poll_failed() {
+            tracing::warn!(
+                "not sending {}: {}; scanning again",
+                f.names.join(", "),
+                f.reason
+            );
+            self.fresh.extend(f.names);
+            self.rescan.changed(tokio::time::Instant::now());
+        }
     }
 
     /// Rescans the folder; a changed file set becomes a new version.
     /// Returns whether to scan again (the folder was changing: the scan
     /// failed, or files changed while their packs were made).
-    async fn rescan(&mut self) -> bool {
+    async fn scan_again(&mut self) -> bool {
         // The FEC parameters the pusher started with (`--block-symbols`
         // or growth), from its settings.
         let server = &self.endpoint.config().server;
         let (o, fec, growth) = (self.opts.clone(), server.base_fec(), server.block_growth);
-        let scanned = tokio::task::spawn_blocking(move || scan(&o, &fec, growth)).await;
+        let fresh = self.fresh.clone();
+        let scanned = tokio::task::spawn_blocking(move || scan(&o, &fec, growth, &fresh)).await;
         let s = match scanned.map_err(NetError::Task).and_then(|r| r) {
             Ok(s) => s,
             Err(e) => {
@@ -361,6 +395,7 @@ impl Pump {
                 return true;
             }
         };
+        self.fresh.clear();
         let again = !s.items.left_out.is_empty();
         let key = |i: &PushItem| (i.info.name.clone(), i.info.hash, i.mode, i.mtime);
         let now_set: Vec<_> = s.items.files.iter().map(key).collect();
@@ -436,16 +471,18 @@ fn open_spool(opts: &PushOptions) -> (Option<spool::FileSpool>, u64) {
 }
 
 /// Watches `dir` (recursively, its state folder aside); each change sends
-/// one message (dropped when the channel is full: a rescan is due anyway).
+/// one message, the names it touched under `dir` (dropped when the channel
+/// is full: a rescan is due anyway).
 fn watch_dir(
     dir: &std::path::Path,
-    tx: mpsc::Sender<()>,
+    tx: mpsc::Sender<Vec<String>>,
 ) -> Result<notify::RecommendedWatcher, NetError> {
     use notify::Watcher;
     let err = |source| NetError::Watch {
         path: dir.display().to_string(),
         source,
     };
+    let root = dir.to_path_buf();
     let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         if let Ok(ev) = res {
             let ours = ev.paths.iter().all(|p| {
@@ -453,7 +490,10 @@ fn watch_dir(
                     .any(|c| c.as_os_str() == std::ffi::OsStr::new(STATE_DIR))
             });
             if !ours && !matches!(ev.kind, notify::EventKind::Access(_)) {
-                let _ = tx.try_send(());
+                let names = (ev.paths.iter())
+                    .filter_map(|p| Some(p.strip_prefix(&root).ok()?.to_str()?.to_owned()))
+                    .collect();
+                let _ = tx.try_send(names);
             }
         }
     })
@@ -484,7 +524,7 @@ mod tests {
             max_block_symbols: 100,
         };
         let opts = PushOptions::new(dir.path().to_path_buf());
-        let first = scan(&opts, &fec, None).expect("scan");
+        let first = scan(&opts, &fec, None, &HashSet::new()).expect("scan");
         let packed = |s: &Scan| -> Vec<usize> {
             (s.items.packs.iter())
                 .flat_map(|p| p.members.clone())
@@ -502,7 +542,7 @@ mod tests {
             .open(&path)
             .expect("open");
         f.set_modified(mtime).expect("keep the time");
-        let again = scan_fresh(&opts, &fec, None, &[]).expect("scan");
+        let again = scan_fresh(&opts, &fec, None, &HashSet::new()).expect("scan");
         let names = |s: &Scan, v: &[usize]| -> Vec<String> {
             v.iter()
                 .map(|&i| s.items.files[i].info.name.clone())
@@ -513,7 +553,7 @@ mod tests {
         assert!(!names(&again, &packed(&again)).contains(&"f2".to_string()));
         // What the pusher scans: the file hashed afresh, as it now reads,
         // and packed with the others.
-        let scanned = scan(&opts, &fec, None).expect("scan");
+        let scanned = scan(&opts, &fec, None, &HashSet::new()).expect("scan");
         assert!(scanned.items.left_out.is_empty());
         let f2 = (scanned.items.files.iter())
             .find(|f| f.info.name == "f2")
