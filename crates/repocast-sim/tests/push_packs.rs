@@ -13,10 +13,12 @@ use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
-use repocast_core::endpoint::push::PushEndpoint;
+use repocast_core::endpoint::pack::PushSet;
+use repocast_core::endpoint::push::{PushConfig, PushEndpoint};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 use repocast_sim::push_lan::{PushLan, push_items};
+use repocast_sim::source::MemorySource;
 
 /// `n` files of 500 bytes to 50 KB, log-uniform (a quarter of them one
 /// symbol), and two larger ones sent alone.
@@ -25,6 +27,22 @@ fn site(seed: u64, n: u64) -> Vec<(String, Vec<u8>)> {
     files.push(("site/video.bin".into(), bytes(1 << 20, seed + n)));
     files.push(("site/style.css".into(), bytes(300_000, seed + n + 1)));
     files
+}
+
+/// The shipped push config and `files` planned into a set (small files
+/// packed), with the source the pusher reads them from.
+fn planned(files: &[(String, Vec<u8>)]) -> (PushConfig, PushSet, MemorySource) {
+    let cfg = config();
+    let (items, mut source) = push_items(files, |s| cfg.server.item_fec(s)).expect("items");
+    let set = cfg.plan(items, &mut source).expect("plan");
+    (cfg, set, source)
+}
+
+/// A listener of everything, pinned to `id`, storing into `store`.
+fn pinned_listener(id: &Identity, store: MemoryStore) -> ListenEndpoint<MemoryStore> {
+    let mut lcfg = ListenConfig::new(Profile::Push.client());
+    lcfg.trust = Some(id.public());
+    ListenEndpoint::new(Instant::ZERO, lcfg, store)
 }
 
 fn median(x: &[f64]) -> f64 {
@@ -160,18 +178,14 @@ fn a_member_that_does_not_match_its_hash_fails_alone() {
     let seed = seed_or(14);
     let files = site(seed, 40);
     let id = Identity::from_seed([7; 32]);
-    let cfg = config();
-    let (items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
-    let mut set = cfg.plan(items, &mut source).expect("plan");
+    let (cfg, mut set, mut source) = planned(&files);
     set.files[3].info.hash = [0xee; 32];
     assert!(
         set.packs.iter().any(|p| p.members.contains(&3)),
         "file 3 is packed"
     );
     let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
-    let mut lcfg = ListenConfig::new(Profile::Push.client());
-    lcfg.trust = Some(id.public());
-    let mut ep = ListenEndpoint::new(Instant::ZERO, lcfg, MemoryStore::default());
+    let mut ep = pinned_listener(&id, MemoryStore::default());
     let (mut now, mut buf) = (Instant::ZERO, Vec::new());
     while !ep.is_finished() && now < secs(30.0) {
         while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
@@ -212,17 +226,13 @@ fn packs_cut_off_the_receiving_path_give_outcomes_when_back() {
     let seed = seed_or(15);
     let files = site(seed, 600);
     let id = Identity::from_seed([7; 32]);
-    let cfg = config();
-    let (items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
-    let set = cfg.plan(items, &mut source).expect("plan");
+    let (cfg, set, mut source) = planned(&files);
     let packs = set.packs.len();
     assert!(packs >= 2, "{packs} packs");
     let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
-    let mut lcfg = ListenConfig::new(Profile::Push.client());
-    lcfg.trust = Some(id.public());
     let mut store = MemoryStore::default();
     store.unpack_as_jobs = true;
-    let mut ep = ListenEndpoint::new(Instant::ZERO, lcfg, store);
+    let mut ep = pinned_listener(&id, store);
     let (mut now, mut buf) = (Instant::ZERO, Vec::new());
     let (mut seen, mut last) = (0, None);
     // Every job but the last is run and handed back at once; the last is
@@ -279,9 +289,7 @@ fn packs_cut_off_the_receiving_path_give_outcomes_when_back() {
 fn items_that_no_longer_read_as_scanned_are_named_for_a_new_scan() {
     let seed = seed_or(16);
     let files = site(seed, 600);
-    let cfg = config();
-    let (items, mut source) = push_items(&files, |s| cfg.server.item_fec(s)).expect("items");
-    let set = cfg.plan(items, &mut source).expect("plan");
+    let (cfg, set, _) = planned(&files);
     let pack: Vec<String> = (set.packs[0].members.iter())
         .map(|&m| files[m].0.clone())
         .collect();

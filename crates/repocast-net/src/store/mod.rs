@@ -673,7 +673,7 @@ impl BlockStore for Store {
         item: ItemId,
         members: &[repocast_core::endpoint::store::PackMember],
     ) -> Vec<Result<bool, StoreError>> {
-        self.unpack_members(item, members)
+        self.unpack_job(item, members)()
     }
 
     fn unpack_work(
@@ -681,7 +681,7 @@ impl BlockStore for Store {
         item: ItemId,
         members: &[repocast_core::endpoint::store::PackMember],
     ) -> Option<repocast_core::endpoint::store::UnpackWork> {
-        self.unpack_job(item, members)
+        Some(self.unpack_job(item, members))
     }
 
     fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {

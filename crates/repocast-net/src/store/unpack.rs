@@ -76,30 +76,15 @@ impl Store {
         })
     }
 
-    /// [`repocast_core::endpoint::store::BlockStore::unpack`], here.
-    pub(super) fn unpack_members(
-        &mut self,
-        item: ItemId,
-        members: &[PackMember],
-    ) -> Vec<Result<bool, StoreError>> {
-        match self.cutter(item) {
-            Some(c) => c.run(members),
-            None => not_open(members),
-        }
-    }
-
-    /// [`repocast_core::endpoint::store::BlockStore::unpack_work`]: the
-    /// same work, to run on another thread.
-    pub(super) fn unpack_job(
-        &mut self,
-        item: ItemId,
-        members: &[PackMember],
-    ) -> Option<UnpackWork> {
+    /// The cutting of the verified pack `item`'s `members`, as work to run
+    /// anywhere ([`repocast_core::endpoint::store::BlockStore::unpack`]
+    /// runs it here, `unpack_work` hands it out).
+    pub(super) fn unpack_job(&mut self, item: ItemId, members: &[PackMember]) -> UnpackWork {
         let members = members.to_vec();
-        Some(match self.cutter(item) {
+        match self.cutter(item) {
             Some(c) => Box::new(move || c.run(&members)),
             None => Box::new(move || not_open(&members)),
-        })
+        }
     }
 }
 
