@@ -155,8 +155,24 @@ up() {
 }
 
 down() {
-  local h peer
+  local h peer pids
   for h in $(hosts); do
+    # Whatever still runs in the host goes with it: a process started
+    # through a wrapper (`time`, `strace`) outlives a kill of the
+    # wrapper, and a pusher left behind would go on taking CPU from every
+    # later run on this machine.
+    pids=$(ip netns pids "$(ns "$h")" 2>/dev/null || true)
+    if [ -n "$pids" ]; then
+      # shellcheck disable=SC2086
+      kill $pids 2>/dev/null || true
+      for _ in 1 2 3 4 5 6 7 8 9 10; do
+        pids=$(ip netns pids "$(ns "$h")" 2>/dev/null || true)
+        [ -z "$pids" ] && break
+        sleep 0.2
+      done
+      # shellcheck disable=SC2086
+      [ -z "$pids" ] || kill -9 $pids 2>/dev/null || true
+    fi
     # The cable goes first: deleting the root side of a veth removes both
     # ends at once, whereas a deleted namespace releases its links later,
     # in the kernel's own time, and a quick `up` would find the old name.

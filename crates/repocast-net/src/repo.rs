@@ -1,7 +1,10 @@
 //! The repository on disk: every regular file under DIR is an item, named by
 //! its relative path; BLAKE3 hashes (whole item and per block) computed once
-//! and cached in `DIR/.repocast/hashes.v1`; blocks read on demand, so the
-//! server's memory does not grow with the repository.
+//! and cached in `DIR/.repocast/hashes.v2`, each under the file's size,
+//! modification and change times and inode (a file rewritten with its size
+//! and modification time kept has a new change time, which no user can
+//! set); blocks read on demand, so the server's memory does not grow with
+//! the repository.
 
 use crate::NetError;
 use repocast_core::ItemId;
@@ -18,7 +21,10 @@ use std::time::UNIX_EPOCH;
 
 /// Folder (under the repository) holding repocast's own state; never served.
 pub const STATE_DIR: &str = ".repocast";
-const CACHE_FILE: &str = "hashes.v1";
+/// The hash cache. `hashes.v1` keyed a file by its size and modification
+/// time alone, so a file rewritten with both kept kept its old hash; it is
+/// no longer read (every file is hashed once more after an upgrade).
+const CACHE_FILE: &str = "hashes.v2";
 
 /// One file of the repository.
 #[derive(Debug, Clone)]
@@ -50,6 +56,21 @@ fn mtime_ns(m: &fs::Metadata) -> u128 {
         .ok()
         .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
         .map_or(0, |d| d.as_nanos())
+}
+
+/// What the hash cache keys a file by beside its name and size: its
+/// modification time, change time and inode. Any write to a file moves
+/// its change time, and so does a chmod or a new hard link (a file is then
+/// hashed again, which costs a read and is never wrong).
+pub(crate) fn stamp(m: &fs::Metadata) -> String {
+    use std::os::unix::fs::MetadataExt;
+    format!(
+        "{}:{}.{:09}:{}",
+        mtime_ns(m),
+        m.ctime(),
+        m.ctime_nsec(),
+        m.ino()
+    )
 }
 
 fn walk(
@@ -127,7 +148,7 @@ fn open_regular(path: &Path) -> std::io::Result<File> {
     Ok(f)
 }
 
-type CacheKey = (String, u64, u128, String);
+type CacheKey = (String, u64, String, String);
 
 fn params_key(fec: &FecParams) -> String {
     format!(
@@ -145,11 +166,10 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
     };
     for line in text.lines() {
         let f: Vec<&str> = line.split('\t').collect();
-        let [name, size, mtime, params, hash, blocks] = f[..] else {
+        let [name, size, stamp, params, hash, blocks] = f[..] else {
             continue;
         };
-        let (Ok(size), Ok(mtime), Some(hash)) = (size.parse(), mtime.parse(), hex::decode32(hash))
-        else {
+        let (Ok(size), Some(hash)) = (size.parse(), hex::decode32(hash)) else {
             continue;
         };
         let bh: Option<Vec<[u8; 32]>> = (0..blocks.len() / 64)
@@ -157,7 +177,7 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
             .collect();
         if let Some(bh) = bh {
             m.insert(
-                (name.to_owned(), size, mtime, params.to_owned()),
+                (name.to_owned(), size, stamp.to_owned(), params.to_owned()),
                 (hash, bh),
             );
         }
@@ -167,8 +187,8 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
 
 impl Repository {
     /// Scans `root` for `fec`'s layout (each file's blocks grown by `growth`
-    /// as [`item_fec`] says), reusing cached hashes of files whose size and
-    /// modification time are unchanged.
+    /// as [`item_fec`] says), reusing cached hashes of files whose size,
+    /// times and inode are unchanged ([`stamp`]).
     pub fn scan(
         root: &Path,
         fec: &FecParams,
@@ -178,8 +198,9 @@ impl Repository {
     }
 
     /// [`Repository::scan`], hashing the files named in `fresh` whatever
-    /// the cache says (they did not read as it says: rewritten with their
-    /// size and time kept).
+    /// the cache says (they did not read as it says: rewritten within the
+    /// same tick of the file system's clock as their last scan, or a cache
+    /// copied from elsewhere).
     pub fn scan_fresh(
         root: &Path,
         fec: &FecParams,
@@ -209,7 +230,8 @@ impl Repository {
                     continue;
                 }
             };
-            let key = (name.clone(), size, mtime, pk.clone());
+            let st = stamp(&meta);
+            let key = (name.clone(), size, st.clone(), pk.clone());
             let (hash, block_hashes) = match cache.get(&key) {
                 Some(v) if v.1.len() == layout.blocks() as usize && !fresh.contains(&name) => {
                     v.clone()
@@ -229,7 +251,7 @@ impl Repository {
             if !name.contains(['\t', '\n']) {
                 let bh: String = block_hashes.iter().map(|h| hex::encode(h)).collect();
                 lines.push_str(&format!(
-                    "{name}\t{size}\t{mtime}\t{pk}\t{}\t{bh}\n",
+                    "{name}\t{size}\t{st}\t{pk}\t{}\t{bh}\n",
                     hex::encode(&hash)
                 ));
             }
@@ -327,5 +349,56 @@ impl BlockSource for FileSource {
 
     fn spool(&mut self) -> Option<&mut dyn repocast_core::server::spool::SymbolSpool> {
         (self.spool.as_mut()).map(|s| s as &mut dyn repocast_core::server::spool::SymbolSpool)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use repocast_core::fec::CodeKind;
+
+    fn fec() -> FecParams {
+        FecParams {
+            code: CodeKind::RaptorQ,
+            symbol_size: 1_000,
+            max_block_symbols: 100,
+        }
+    }
+
+    fn hash_of(r: &Repository, name: &str) -> [u8; 32] {
+        (r.files.iter())
+            .find(|f| f.info.name == name)
+            .map(|f| f.info.hash)
+            .expect("scanned")
+    }
+
+    #[test]
+    fn a_file_rewritten_with_its_size_and_time_kept_is_hashed_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        fs::write(&a, vec![1u8; 5_000]).expect("write");
+        fs::write(&b, vec![2u8; 5_000]).expect("write");
+        let first = Repository::scan(dir.path(), &fec(), None).expect("scan");
+        assert_eq!(first.hashed, 2);
+        // Unchanged: both from the cache.
+        let again = Repository::scan(dir.path(), &fec(), None).expect("scan");
+        assert_eq!(again.hashed, 0);
+        assert_eq!(
+            hash_of(&again, "a"),
+            *blake3::hash(&[1u8; 5_000]).as_bytes()
+        );
+        // `a` rewritten, its size and modification time put back (as a
+        // restore or `touch -r` does): hashed again, as it now reads.
+        let mtime = fs::metadata(&a).and_then(|m| m.modified()).expect("mtime");
+        fs::write(&a, vec![7u8; 5_000]).expect("rewrite");
+        File::options()
+            .write(true)
+            .open(&a)
+            .and_then(|f| f.set_modified(mtime))
+            .expect("keep the time");
+        let now = Repository::scan(dir.path(), &fec(), None).expect("scan");
+        assert_eq!(now.hashed, 1);
+        assert_eq!(hash_of(&now, "a"), *blake3::hash(&[7u8; 5_000]).as_bytes());
+        assert_eq!(hash_of(&now, "b"), *blake3::hash(&[2u8; 5_000]).as_bytes());
     }
 }

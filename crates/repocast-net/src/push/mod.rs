@@ -511,9 +511,12 @@ mod tests {
     #[test]
     fn a_file_rewritten_behind_the_hash_cache_leaves_its_pack_until_hashed_afresh() {
         // Small files hashed and cached; one is then rewritten with its size
-        // and time kept, so the scan takes its old hash from the cache. Its
-        // pack leaves it out (it goes alone, where the server fails it with
-        // a reason), the others are still packed, and the pusher scans again.
+        // and time kept, and the cache still gives its old hash (a write in
+        // the same tick of the file system's clock as the scan leaves even
+        // the change time as it was; the test puts the file's new stamp on
+        // its old cache line). Its pack leaves it out (it goes alone, where
+        // the server fails it with a reason), the others are still packed,
+        // and the pusher scans again.
         let dir = tempfile::tempdir().expect("tmp");
         for i in 0..6u8 {
             std::fs::write(dir.path().join(format!("f{i}")), vec![i; 3_000]).expect("write");
@@ -542,6 +545,21 @@ mod tests {
             .open(&path)
             .expect("open");
         f.set_modified(mtime).expect("keep the time");
+        let cache = dir.path().join(crate::repo::STATE_DIR).join("hashes.v2");
+        let stamp = std::fs::metadata(&path)
+            .map(|m| crate::repo::stamp(&m))
+            .expect("stat");
+        let text = std::fs::read_to_string(&cache).expect("cache");
+        let stale: String = (text.lines())
+            .map(|l| match l.split('\t').collect::<Vec<_>>()[..] {
+                ["f2", size, _, ref rest @ ..] => {
+                    format!("f2\t{size}\t{stamp}\t{}\n", rest.join("\t"))
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        assert_ne!(stale, text, "the cache has a line for f2");
+        std::fs::write(&cache, stale).expect("stale cache");
         let again = scan_fresh(&opts, &fec, None, &HashSet::new()).expect("scan");
         let names = |s: &Scan, v: &[usize]| -> Vec<String> {
             v.iter()
