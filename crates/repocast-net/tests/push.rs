@@ -325,10 +325,11 @@ async fn small_files_come_out_of_their_packs_with_their_attributes() {
     h.stop().await.expect("stop");
 }
 
-/// A file rewritten with its size and time kept, so the pusher's hash
-/// cache still holds its old hash: the pusher stops sending it (its blocks
-/// no longer match), hashes it afresh and pushes a new version, which a
-/// satellite listener takes.
+/// A file rewritten with its size and time kept: the pusher's hash cache
+/// does not take it for the file it hashed (its change time moved), and
+/// the pusher also stops sending the old version (its blocks no longer
+/// match) and names it to hash afresh; the new version goes out, and a
+/// satellite listener takes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_rewritten_behind_the_hash_cache_goes_out_as_it_now_reads() {
     let repo = seeded_repo(&[("big.bin", 400_000)], 11);
