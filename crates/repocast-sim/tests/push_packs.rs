@@ -8,7 +8,6 @@ mod common;
 
 use common::push::*;
 use common::seed_or;
-use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::Dest;
@@ -17,6 +16,8 @@ use repocast_core::endpoint::pack::PushSet;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
+use repocast_core::server::{BlockSource, SourceError};
+use repocast_core::{Instant, ItemId};
 use repocast_sim::push_lan::{PushLan, push_items};
 use repocast_sim::source::MemorySource;
 
@@ -318,4 +319,85 @@ fn items_that_no_longer_read_as_scanned_are_named_for_a_new_scan() {
     // no event was left behind.
     assert!(push.stats().passes > 20, "{}", push.stats().passes);
     assert_eq!(push.server().events_waiting(), 0);
+}
+
+/// A source whose reads of one item fail while `failing` is set (a disk
+/// or network file system that stops answering for a while).
+struct Flaky {
+    inner: MemorySource,
+    item: ItemId,
+    failing: bool,
+}
+
+impl BlockSource for Flaky {
+    fn read(
+        &mut self,
+        item: ItemId,
+        offset: u64,
+        len: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<(), SourceError> {
+        if self.failing && item == self.item {
+            return Err(SourceError::Io {
+                path: "site/video.bin".into(),
+                source: std::io::Error::other("the disk does not answer"),
+            });
+        }
+        self.inner.read(item, offset, len, out)
+    }
+}
+
+/// A file whose reads fail for a while: the passes that cannot read it
+/// fail its item, which is named once; the first pass after the reads
+/// heal sends it again, so a listener that tuned in meanwhile gets every
+/// file, that one included, with no new version.
+#[test]
+fn an_item_whose_reads_fail_for_a_while_goes_out_again_once_they_heal() {
+    let seed = seed_or(17);
+    let files = site(seed, 100);
+    let id = Identity::from_seed([7; 32]);
+    let (cfg, set, source) = planned(&files);
+    let mut push = PushEndpoint::new(Instant::ZERO, cfg, id.clone(), 1, set).expect("pusher");
+    let video = (push.items().iter())
+        .position(|i| i.info.name == "site/video.bin")
+        .expect("video");
+    assert!(
+        (push.channel_items().iter()).any(|(_, f)| f == &[video]),
+        "sent alone"
+    );
+    // The source is read by file (a pack's members one by one).
+    let mut source = Flaky {
+        inner: source,
+        item: ItemId(video as u32),
+        failing: true,
+    };
+    let mut ep = pinned_listener(&id, MemoryStore::default());
+    let (mut now, mut buf, mut failed) = (Instant::ZERO, Vec::new(), Vec::new());
+    let mut healed_at = None;
+    while !ep.is_finished() && now < secs(60.0) {
+        // The reads heal once the item has failed, and a while after.
+        if healed_at.is_none() && !failed.is_empty() && now >= secs(2.0) {
+            source.failing = false;
+            healed_at = Some(now);
+        }
+        while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
+            let ch = match dest {
+                Dest::Announce => Channel::Announce,
+                _ => Channel::Data,
+            };
+            ep.handle_datagram(now, ch, &buf);
+            ep.decode_here(now);
+        }
+        failed.extend(std::iter::from_fn(|| push.poll_failed()));
+        now = push.poll_timeout().expect("deadline");
+        ep.handle_timeout(now);
+    }
+    assert!(healed_at.is_some(), "the item failed while its reads did");
+    let names: Vec<Vec<String>> = failed.iter().map(|f| f.names.clone()).collect();
+    assert_eq!(names, vec![vec!["site/video.bin".to_string()]]);
+    assert!(ep.is_finished(), "the listener finished by {now:?}");
+    let outcomes = ep.outcomes();
+    assert_eq!(outcomes.len(), files.len());
+    assert!(outcomes.iter().all(|o| o.result.is_ok()));
+    assert_eq!(push.version(), 1);
 }
