@@ -77,7 +77,13 @@ echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)
 # project machine's disk, 0.04 ms on such an ext4).
 own=()
 lab_cleanup() {
-  for d in "${own[@]}"; do umount "$d" 2>/dev/null || true; rm -f "/dev/shm/$(basename "$d")-$NAME.ext4"; done
+  for d in "${own[@]}"; do
+    umount "$d" 2>/dev/null || true
+    img="/dev/shm/$(basename "$d")-$NAME.ext4"
+    # KEEP=1: the listener's files stay in its file system's image (the
+    # mount point left in WORK is empty once it is unmounted).
+    if [ -n "${KEEP:-}" ]; then echo "$(basename "$d")'s files kept in $img (mount -o loop to read)"; else rm -f "$img"; fi
+  done
 }
 if [ "${OUT_DISK:-shared}" = own ]; then
   for c in $(seq 1 "$n"); do
