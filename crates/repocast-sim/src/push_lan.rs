@@ -10,7 +10,6 @@ use crate::source::MemorySource;
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
-use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::client::{ClientEndpointStats, Outcome};
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats};
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
@@ -247,10 +246,8 @@ impl PushLan {
                     job.run();
                     self.push.prepared(job);
                 }
-                let ch = match dest {
-                    Dest::Announce => Channel::Announce,
-                    _ => Channel::Data,
-                };
+                // A pusher sends to its groups only.
+                let Some(ch) = dest.channel() else { continue };
                 let bytes = std::mem::take(&mut buf);
                 self.deliver(ch, &bytes, false);
                 buf = bytes;

@@ -335,11 +335,9 @@ fn a_pinned_listener_ignores_another_pusher_and_older_versions() {
     for _ in 0..3000 {
         for (ep, src) in [(&mut evil, &mut evil_src), (&mut old, &mut old_src)] {
             while let Some(d) = ep.poll_transmit(t, src, &mut buf) {
-                let ch = match d {
-                    repocast_core::endpoint::Dest::Announce => Channel::Announce,
-                    _ => Channel::Data,
-                };
-                lan.inject(t, ch, buf.clone());
+                if let Some(ch) = d.channel() {
+                    lan.inject(t, ch, buf.clone());
+                }
             }
         }
         t = t + Duration::from_micros(300);

@@ -9,8 +9,6 @@ mod common;
 use common::push::*;
 use common::seed_or;
 use repocast_core::auth::Identity;
-use repocast_core::endpoint::Channel;
-use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint};
 use repocast_core::endpoint::pack::PushSet;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint};
@@ -44,6 +42,23 @@ fn pinned_listener(id: &Identity, store: MemoryStore) -> ListenEndpoint<MemorySt
     let mut lcfg = ListenConfig::new(Profile::Push.client());
     lcfg.trust = Some(id.public());
     ListenEndpoint::new(Instant::ZERO, lcfg, store)
+}
+
+/// Hands `ep` every datagram `push` has due at `now`, decoding (and
+/// cutting packs) as they complete.
+fn deliver_due(
+    push: &mut PushEndpoint,
+    source: &mut dyn BlockSource,
+    ep: &mut ListenEndpoint<MemoryStore>,
+    now: Instant,
+    buf: &mut Vec<u8>,
+) {
+    while let Some(dest) = push.poll_transmit(now, source, buf) {
+        if let Some(ch) = dest.channel() {
+            ep.handle_datagram(now, ch, buf);
+            ep.decode_here(now);
+        }
+    }
 }
 
 fn median(x: &[f64]) -> f64 {
@@ -189,14 +204,7 @@ fn a_member_that_does_not_match_its_hash_fails_alone() {
     let mut ep = pinned_listener(&id, MemoryStore::default());
     let (mut now, mut buf) = (Instant::ZERO, Vec::new());
     while !ep.is_finished() && now < secs(30.0) {
-        while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
-            let ch = match dest {
-                Dest::Announce => Channel::Announce,
-                _ => Channel::Data,
-            };
-            ep.handle_datagram(now, ch, &buf);
-            ep.decode_here(now);
-        }
+        deliver_due(&mut push, &mut source, &mut ep, now, &mut buf);
         now = push
             .poll_timeout()
             .expect("a running pusher has a deadline");
@@ -240,10 +248,7 @@ fn packs_cut_off_the_receiving_path_give_outcomes_when_back() {
     // held.
     while last.is_none() && now < secs(30.0) {
         while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
-            let ch = match dest {
-                Dest::Announce => Channel::Announce,
-                _ => Channel::Data,
-            };
+            let Some(ch) = dest.channel() else { continue };
             ep.handle_datagram(now, ch, &buf);
             while let Some(mut job) = ep.poll_decode() {
                 job.run();
@@ -380,14 +385,7 @@ fn an_item_whose_reads_fail_for_a_while_goes_out_again_once_they_heal() {
             source.failing = false;
             healed_at = Some(now);
         }
-        while let Some(dest) = push.poll_transmit(now, &mut source, &mut buf) {
-            let ch = match dest {
-                Dest::Announce => Channel::Announce,
-                _ => Channel::Data,
-            };
-            ep.handle_datagram(now, ch, &buf);
-            ep.decode_here(now);
-        }
+        deliver_due(&mut push, &mut source, &mut ep, now, &mut buf);
         failed.extend(std::iter::from_fn(|| push.poll_failed()));
         now = push.poll_timeout().expect("deadline");
         ep.handle_timeout(now);

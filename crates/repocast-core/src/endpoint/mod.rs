@@ -37,6 +37,19 @@ pub enum Dest {
     Conn(ClientId),
 }
 
+impl Dest {
+    /// The multicast channel a datagram sent here arrives on (what a
+    /// driver hands [`listen::ListenEndpoint::handle_datagram`]); `None`
+    /// for a request connection.
+    pub fn channel(self) -> Option<Channel> {
+        match self {
+            Dest::Data => Some(Channel::Data),
+            Dest::Announce => Some(Channel::Announce),
+            Dest::Conn(_) => None,
+        }
+    }
+}
+
 /// A multicast channel a datagram arrived on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Channel {

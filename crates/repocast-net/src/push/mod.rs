@@ -89,8 +89,8 @@ fn scan(
         return Ok(first);
     }
     // Files that did not read as the scan hashed them: hashed afresh (the
-    // cache may hold a file rewritten with its size and time kept) and
-    // planned again once. Those still changing are the next scan's.
+    // cache cannot tell a write in the same tick of the file system's
+    // clock as the scan that cached it) and planned again once. Those still changing are the next scan's.
     let fresh: HashSet<String> = (first.items.left_out.iter())
         .filter_map(|&i| Some(first.items.files.get(i)?.info.name.clone()))
         .chain(fresh.iter().cloned())
@@ -293,9 +293,9 @@ struct Pump {
     /// When the folder is scanned again.
     rescan: Rescan,
     /// Files to hash afresh at the next scan, whatever the hash cache says
-    /// (a file rewritten with its size and time kept is not caught by it):
-    /// those the folder's watch saw change (up to [`MAX_FRESH`]), and
-    /// those whose items failed.
+    /// (it cannot tell a write in the same tick of the file system's clock
+    /// as the scan that cached it): those the folder's watch saw change (up
+    /// to [`MAX_FRESH`]), and those whose items failed.
     fresh: HashSet<String>,
 }
 
@@ -365,8 +365,7 @@ impl Pump {
             crate::server::send_datagram(sock, buf, to).await;
         }
         // Files that no longer read as scanned: scanned again, hashed
-        // afresh (a file rewritten with its size and time kept is not
-        // caught by the hash cache).
+        // afresh whatever the hash cache says.
         while let Some(f) = self.endpoint.poll_failed() {
             tracing::warn!(
                 "not sending {}: {}; scanning again",
