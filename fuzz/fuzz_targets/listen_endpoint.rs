@@ -1,6 +1,7 @@
 //! Fuzz target: a push listener pinned to a key accepts any datagrams on
-//! either group, including catalogue pieces of any content that the
-//! pinned key signed (so the piece parser and the assembly are reached,
+//! either group, including catalogue pieces and repair pieces of any
+//! content that the pinned key signed (so the piece parser, the coded
+//! catalogue's decoder and the assembly are reached,
 //! not only the signature check) and symbol batches it signed, in any
 //! order with time passing (and its decode jobs back in any order, run
 //! or not), without panicking, never reports an item
@@ -39,8 +40,14 @@ fuzz_target!(|data: &[u8]| {
         match op % 5 {
             0 => ep.handle_datagram(now, Channel::Announce, bytes),
             1 => {
-                // A piece whose signer field is the pinned key, signed.
-                let mut b = header(kind::CATALOGUE_PIECE);
+                // A piece (or, by the op's high bits, a coded catalogue's
+                // repair piece) whose signer field is the pinned key, signed.
+                let k = if hi & 1 == 0 {
+                    kind::CATALOGUE_PIECE
+                } else {
+                    kind::CATALOGUE_REPAIR
+                };
+                let mut b = header(k);
                 b.extend_from_slice(&id.public().to_bytes());
                 b.extend_from_slice(bytes);
                 auth::sign_catalogue(&id, &mut b);

@@ -497,7 +497,8 @@ mod catalogue_pieces {
     use repocast_core::fec::CodeKind;
     use repocast_core::wire::FecParams;
     use repocast_core::wire::catalogue::{
-        CataloguePiece, HeadKind, ItemHead, PIECE_TARGET, PieceEntry, pack, split_item,
+        CataloguePiece, CatalogueRepair, HeadKind, ItemHead, PIECE_TARGET, Peek, PieceEntry, pack,
+        split_item,
     };
     use repocast_core::{ItemId, SessionId};
 
@@ -508,6 +509,9 @@ mod catalogue_pieces {
             session: SessionId(7),
             items,
             signed_symbols,
+            index: 0,
+            count: 1,
+            symbol_size: 0,
             entries: Vec::new(),
         }
     }
@@ -639,7 +643,7 @@ mod catalogue_pieces {
         // Flags for pack and member at once, or without a head.
         let mut buf = Vec::new();
         with(vec![entry(1, 0, 1, Some(member(0, 0)))]).emit(&mut buf);
-        let flags_at = 4 + 32 + 8 + 4 + 4 + 1 + 2 + 4 + 2 + 2 + 4;
+        let flags_at = 4 + 32 + 8 + 4 + 4 + 1 + 4 + 4 + 2 + 2 + 4 + 2 + 2 + 4;
         assert_eq!(buf[flags_at], 1 | 4);
         for f in [1 | 2 | 4, 2, 4, 8] {
             let mut b = buf.clone();
@@ -664,6 +668,84 @@ mod catalogue_pieces {
         let pieces = pack(&base(1000, false), entries);
         assert!(pieces.len() < 100, "{} pieces", pieces.len());
         assert!(pieces.iter().all(parses));
+    }
+
+    /// A piece's place lies within its copy, and a coded copy's symbols
+    /// hold each piece with its length; a repair names an id past the
+    /// copy's pieces and carries exactly one symbol.
+    #[test]
+    fn coded_pieces_and_repairs_keep_their_rules() {
+        let one = || CataloguePiece {
+            entries: vec![entry(0, 0, 1, Some(head("a", 1)))],
+            ..base(1, false)
+        };
+        let mut buf = Vec::new();
+        one().emit(&mut buf);
+        let len = buf.len() as u16;
+        let coded = |index, count, symbol_size| CataloguePiece {
+            index,
+            count,
+            symbol_size,
+            ..one()
+        };
+        assert!(parses(&coded(3, 4, 0)));
+        assert!(parses(&coded(3, 4, len + 2)));
+        for (i, p) in [
+            coded(4, 4, 0),
+            coded(0, 0, 0),
+            // Coded, but the piece and its length do not fit a symbol.
+            coded(0, 4, len + 1),
+            // One piece is never coded.
+            coded(0, 1, len + 2),
+        ]
+        .iter()
+        .enumerate()
+        {
+            assert!(!parses(p), "case {i}");
+        }
+        let repair = |count, symbol_size, id, symbol: Vec<u8>| {
+            let r = CatalogueRepair {
+                signer: base(1, false).signer,
+                version: 42,
+                session: SessionId(7),
+                count,
+                symbol_size,
+                id,
+                symbol,
+            };
+            let mut buf = Vec::new();
+            r.emit(&mut buf);
+            (CatalogueRepair::parse(&buf), buf)
+        };
+        let (good, buf) = repair(4, 100, 4, vec![5; 100]);
+        assert_eq!(good.expect("parses").symbol, vec![5; 100]);
+        let peek = |repair, index| {
+            Some(Peek {
+                repair,
+                version: 42,
+                index,
+            })
+        };
+        assert_eq!(Peek::of(&buf), peek(true, 4));
+        let mut piece = Vec::new();
+        coded(3, 4, 0).emit(&mut piece);
+        assert_eq!(Peek::of(&piece), peek(false, 3));
+        assert_eq!(Peek::of(&piece[..50]), None);
+        assert!(CataloguePiece::parse(&buf).is_err());
+        assert!(CatalogueRepair::parse(&piece).is_err());
+        for (i, (r, _)) in [
+            repair(4, 100, 3, vec![5; 100]),
+            repair(4, 100, 4, vec![5; 99]),
+            repair(4, 100, 4, vec![5; 101]),
+            repair(4, 0, 4, Vec::new()),
+            repair(1, 100, 4, vec![5; 100]),
+            repair(4, 100, 1 << 24, vec![5; 100]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            assert!(r.is_err(), "case {i}");
+        }
     }
 
     proptest! {
@@ -718,6 +800,8 @@ mod catalogue_pieces {
         #[test]
         fn hostile_pieces_are_refused(bytes in proptest::collection::vec(any::<u8>(), 0..1500), at in any::<usize>()) {
             let _ = CataloguePiece::parse(&bytes);
+            let _ = CatalogueRepair::parse(&bytes);
+            let _ = Peek::of(&bytes);
             let _ = auth::open_catalogue(&auth::Verified::new(), &bytes);
             let id = Identity::from_seed([1; 32]);
             let mut buf = Vec::new();

@@ -405,6 +405,9 @@ mod pack_tests {
             session: SessionId(1),
             items: 4,
             signed_symbols: false,
+            index: 0,
+            count: 1,
+            symbol_size: 0,
             entries,
         }
     }

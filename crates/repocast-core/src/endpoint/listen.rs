@@ -25,13 +25,15 @@
 
 use super::Channel;
 use super::assembly::{Assembly, glob_match};
+use super::catalogue_code::CatalogueDecoder;
 use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
 use super::store::{BlockStore, PackMember, StoreError};
 use super::unpack::UnpackJob;
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
 use crate::wire::DataRepr;
-use crate::wire::catalogue::{CataloguePiece, HeadKind};
+use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, HeadKind, Peek};
+use crate::wire::kind;
 use crate::{Instant, SessionId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -127,6 +129,10 @@ pub struct ListenStats {
     /// Data packets that came before their version's catalogue was
     /// complete (held, within half the memory budget, until it is).
     pub early: u64,
+    /// Repair pieces of a coded catalogue taken (signature checked).
+    pub repairs: u64,
+    /// Pieces of a coded catalogue decoded from pieces and repairs.
+    pub decoded_pieces: u64,
 }
 
 /// The receiving side of push mode.
@@ -138,6 +144,8 @@ pub struct ListenEndpoint<S: BlockStore> {
     verified: auth::Verified,
     /// The version in assembly (newer than the active one).
     assembly: Option<Assembly>,
+    /// Its pieces and repairs, when its catalogue is coded.
+    coded: Option<CatalogueDecoder>,
     /// The version being received: its number, session and names.
     active: Option<(u64, SessionId, Vec<String>)>,
     inner: Option<ClientEndpoint<S>>,
@@ -171,6 +179,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             verified: auth::Verified::new(),
             cfg,
             assembly: None,
+            coded: None,
             active: None,
             inner: None,
             spare: Some(store),
@@ -197,6 +206,11 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// The client endpoint receiving the active version, if any.
     pub fn receiver(&self) -> Option<&ClientEndpoint<S>> {
         self.inner.as_ref()
+    }
+
+    /// Signatures checked with Ed25519, and those answered from memory.
+    pub fn signatures_checked(&self) -> (u64, u64) {
+        self.verified.counts()
     }
 
     /// The signer accepted, if any yet.
@@ -261,6 +275,25 @@ impl<S: BlockStore> ListenEndpoint<S> {
     }
 
     fn on_piece(&mut self, now: Instant, bytes: &[u8]) {
+        // What could be of no use even if genuine is dropped before its
+        // signature is checked (about 50 µs each; a large catalogue's
+        // pieces outnumber what `verified` remembers, and repairs never
+        // repeat): the version being received, a piece of the coded
+        // version in assembly already held, and a repair of an older
+        // version or of one decoded.
+        if let Some(k) = Peek::of(bytes) {
+            let active = self.active.as_ref().is_some_and(|a| a.0 == k.version);
+            let held = |c: &CatalogueDecoder| {
+                c.version() == k.version && (c.is_done() || !k.repair && c.has(k.index))
+            };
+            let stale = k.repair && k.version < self.newest();
+            if active || stale || self.coded.as_ref().is_some_and(held) {
+                if stale {
+                    self.stats.stale += 1;
+                }
+                return;
+            }
+        }
         let (key, body) = match auth::open_catalogue(&self.verified, bytes) {
             Ok(x) => x,
             Err(_) => {
@@ -281,6 +314,22 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     .push_back(ListenEvent::Signer { key, pinned: false });
             }
         }
+        if crate::wire::kind_of(body) == Some(kind::CATALOGUE_REPAIR) {
+            let Ok(r) = CatalogueRepair::parse(body) else {
+                self.stats.malformed += 1;
+                return;
+            };
+            if r.version < self.newest() {
+                self.stats.stale += 1;
+            } else if self.fresh(r.version) {
+                self.stats.repairs += 1;
+                if let Some(c) = self.code(r.version, r.count, r.symbol_size) {
+                    c.add_repair(&r);
+                }
+                self.decode_catalogue(now, key);
+            }
+            return;
+        }
         let p = match CataloguePiece::parse(body) {
             Ok(p) => p,
             Err(_) => {
@@ -288,13 +337,74 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 return;
             }
         };
-        let newest = (self.assembly.as_ref().map(|a| a.version))
+        if p.symbol_size != 0 && self.fresh(p.version) {
+            if let Some(c) = self.code(p.version, p.count, p.symbol_size) {
+                c.add_piece(p.index, body);
+            }
+        }
+        self.take_piece(now, p);
+        self.decode_catalogue(now, key);
+    }
+
+    /// The newest version seen (or the floor a restarted listener keeps).
+    fn newest(&self) -> u64 {
+        (self.assembly.as_ref().map(|a| a.version))
             .max(self.active.as_ref().map(|a| a.0))
             .unwrap_or(0)
-            .max(self.cfg.min_version);
-        let active = self.active.as_ref().map(|a| a.0);
-        if p.version < newest || active == Some(p.version) {
-            if p.version < newest {
+            .max(self.cfg.min_version)
+    }
+
+    /// Whether a piece of `version` is of use: no older than the newest
+    /// seen, and not the version being received.
+    fn fresh(&self, version: u64) -> bool {
+        version >= self.newest() && self.active.as_ref().map(|a| a.0) != Some(version)
+    }
+
+    /// The decoder of `version`'s coded catalogue (a newer version's
+    /// replaces an older one's), unless its coding disagrees with what
+    /// came first or it would hold more than a quarter of the memory
+    /// budget (then its pieces are assembled one by one, uncoded).
+    fn code(
+        &mut self,
+        version: u64,
+        count: u32,
+        symbol_size: u16,
+    ) -> Option<&mut CatalogueDecoder> {
+        let bytes = count as u64 * symbol_size as u64;
+        if bytes > self.cfg.memory_budget / 4 {
+            return None;
+        }
+        if self.coded.as_ref().is_none_or(|c| c.version() < version) {
+            self.coded = Some(CatalogueDecoder::new(version, count, symbol_size));
+        }
+        self.coded
+            .as_mut()
+            .filter(|c| c.fits(version, count, symbol_size))
+    }
+
+    /// The pieces a coded catalogue decoded to, once it has: each taken
+    /// like a piece heard. They are the signer's own signed bytes (every
+    /// piece and repair they came from was checked under `key`).
+    fn decode_catalogue(&mut self, now: Instant, key: PublicKey) {
+        let Some(bodies) = self.coded.as_mut().and_then(CatalogueDecoder::decode) else {
+            return;
+        };
+        for b in bodies {
+            match CataloguePiece::parse(&b) {
+                Ok(p) if p.signer == key.to_bytes() => {
+                    self.stats.decoded_pieces += 1;
+                    self.take_piece(now, p);
+                }
+                _ => self.stats.malformed += 1,
+            }
+        }
+    }
+
+    /// Takes a checked piece (signature, signer) into the assembly of its
+    /// version, and starts receiving once the selected items are in.
+    fn take_piece(&mut self, now: Instant, p: CataloguePiece) {
+        if !self.fresh(p.version) {
+            if p.version < self.newest() {
                 self.stats.stale += 1;
             }
             return;
@@ -323,6 +433,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
 
     /// Starts receiving a complete version.
     fn activate(&mut self, now: Instant, a: Assembly) {
+        self.coded = self.coded.take().filter(|c| c.version() > a.version);
         let jobs = self.inner.as_ref().map(ClientEndpoint::jobs_out);
         let store = match self.inner.take() {
             Some(i) => {

@@ -14,6 +14,7 @@
 //! decision is made here or below. Settings come from [`crate::profile`].
 
 pub mod assembly;
+pub mod catalogue_code;
 pub mod client;
 pub mod listen;
 pub mod pack;

@@ -5,8 +5,9 @@
 //! simulator runs) and adds what a listener with no back channel needs:
 //! the signed catalogue of the file set ([`crate::wire::catalogue`]), its
 //! pieces spread over each catalogue period on the announcement group so a
-//! listener tuning in at any moment has it within about a period, and a
-//! stop after a target redundancy. Data packets go out untagged (there is
+//! listener tuning in at any moment has it within about a period (every
+//! other copy repair pieces, when the catalogue is coded:
+//! [`super::catalogue_code`]), and a stop after a target redundancy. Data packets go out untagged (there is
 //! no secret to share without a back channel); a listener checks every
 //! decoded block against the signed catalogue's block hash.
 //!
@@ -15,6 +16,7 @@
 //! [`PushEndpoint::replace`] with a higher version.
 
 use super::Dest;
+use super::catalogue_code::{self, CatalogueCoder};
 use super::pack::{PushSet, Unit, UnitSource};
 use super::signing::BatchSigner;
 use crate::auth::{self, Identity, PublicKey};
@@ -25,7 +27,7 @@ use crate::server::{
 };
 use crate::wire::FecParams;
 use crate::wire::catalogue::{
-    CataloguePiece, HeadKind, ItemHead, MAX_PUSH_ITEMS, pack, split_item,
+    CataloguePiece, HeadKind, ItemHead, MAX_PIECES, MAX_PUSH_ITEMS, pack, split_item,
 };
 use crate::{Instant, SessionId};
 use std::collections::VecDeque;
@@ -190,6 +192,8 @@ pub struct PushEndpoint {
     server: Server,
     version: u64,
     pieces: Vec<Vec<u8>>,
+    /// Repair pieces of a coded catalogue.
+    coder: Option<CatalogueCoder>,
     piece_at: Instant,
     piece_gap: Duration,
     /// Data packets sent and source symbols, per item on the channel.
@@ -249,6 +253,7 @@ impl PushEndpoint {
             server,
             version,
             pieces: Vec::new(),
+            coder: None,
             piece_at: now,
             piece_gap: CATALOGUE_PERIOD,
             sent: Vec::new(),
@@ -290,6 +295,9 @@ impl PushEndpoint {
             session,
             items: heads as u32,
             signed_symbols: self.cfg.server.sign_symbols,
+            index: 0,
+            count: 1,
+            symbol_size: 0,
             entries: Vec::new(),
         };
         let mut entries = Vec::new();
@@ -342,10 +350,26 @@ impl PushEndpoint {
         // Many small files share a piece; an empty folder is a version
         // too, one piece with no entries: listeners learn the signer and
         // that there is nothing to fetch.
-        let pieces: Vec<Vec<u8>> = (pack(&base, entries).iter())
+        let mut pieces = pack(&base, entries);
+        if pieces.len() > MAX_PIECES as usize {
+            return Err(ServerError::TooManyPieces {
+                got: pieces.len(),
+                max: MAX_PIECES,
+            });
+        }
+        // A catalogue of a few pieces or more is coded (`catalogue_code`).
+        let symbol = catalogue_code::symbol_size(&pieces);
+        let bodies: Vec<Vec<u8>> = (pieces.iter_mut())
             .map(|p| {
+                p.symbol_size = symbol;
                 let mut buf = Vec::new();
                 p.emit(&mut buf);
+                buf
+            })
+            .collect();
+        let coder = (pieces.first()).and_then(|first| CatalogueCoder::new(first, &bodies));
+        let pieces: Vec<Vec<u8>> = (bodies.into_iter())
+            .map(|mut buf| {
                 auth::sign_catalogue(&self.identity, &mut buf);
                 buf
             })
@@ -390,6 +414,7 @@ impl PushEndpoint {
         self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
         self.sent = sent;
         self.pieces = pieces;
+        self.coder = coder;
         self.pieces_sent = 0;
         self.piece_at = now;
         self.version = version;
@@ -550,8 +575,14 @@ impl PushEndpoint {
             return None;
         }
         if now >= self.piece_at && !self.pieces.is_empty() {
-            let i = (self.pieces_sent % self.pieces.len() as u64) as usize;
-            buf.extend_from_slice(&self.pieces[i]);
+            // Copies alternate: the pieces, then as many repair pieces
+            // with fresh ids (a coded catalogue), and so on.
+            let n = self.pieces.len() as u64;
+            let (copy, i) = (self.pieces_sent / n, self.pieces_sent % n);
+            match self.coder.as_mut() {
+                Some(c) if copy % 2 == 1 => c.repair(copy / 2 * n + i, &self.identity, buf),
+                _ => buf.extend_from_slice(&self.pieces[i as usize]),
+            }
             // A driver that wakes late (timer granularity, a busy CPU)
             // still owes the pieces it missed, up to the data's burst, as
             // the data pacer does: with pieces a fraction of a millisecond

@@ -82,6 +82,14 @@ pub enum ServerError {
         /// The catalogue's limit.
         max: u32,
     },
+    /// A catalogue too large for its pieces to be counted on the wire.
+    #[error("the catalogue takes {got} pieces: at most {max}")]
+    TooManyPieces {
+        /// Pieces it takes.
+        got: usize,
+        /// The wire's limit.
+        max: u32,
+    },
 }
 
 struct ItemState {

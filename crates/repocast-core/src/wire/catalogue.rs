@@ -35,8 +35,18 @@ pub const MAX_PUSH_ITEMS: u32 = 1 << 20;
 /// long is larger.
 pub const PIECE_TARGET: usize = 1400;
 /// Bytes of a piece before its entries: header, signer, version,
-/// session, item count, flags, entry count.
-pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 1 + 2;
+/// session, item count, flags, its place and the copy's piece count, the
+/// code's symbol size, entry count.
+pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 1 + 4 + 4 + 2 + 2;
+/// Bytes of a repair piece besides its symbol and signature: header,
+/// signer, version, session, piece count, symbol size, symbol id.
+pub const REPAIR_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 2 + 4;
+/// Most pieces in one copy of a catalogue.
+pub const MAX_PIECES: u32 = 1 << 20;
+/// Largest code symbol of a coded catalogue: a piece's signed bytes and
+/// their 2-byte length (a piece with a very long name may exceed
+/// [`PIECE_TARGET`]; see [`MAX_NAME_LEN`]).
+pub const MAX_PIECE_SYMBOL: u16 = 8192;
 /// Bytes of an entry before its head and hashes: item, part, parts, first
 /// block, flags, hash count.
 pub const ENTRY_FIXED: usize = 4 + 2 + 2 + 4 + 1 + 2;
@@ -109,9 +119,147 @@ pub struct CataloguePiece {
     /// The version's data packets are vouched for by symbol batches the
     /// signer signs (`crate::wire::batch`): a listener takes no other.
     pub signed_symbols: bool,
+    /// This piece's place in a copy of the catalogue (below `count`).
+    pub index: u32,
+    /// Pieces in one copy of the catalogue.
+    pub count: u32,
+    /// The size of the code symbols the copy's pieces are coded with
+    /// ([`CatalogueRepair`]; each piece's symbol is its signed bytes after
+    /// their 2-byte length, zero-padded), or 0: the catalogue is not coded.
+    pub symbol_size: u16,
     /// Parts of items' descriptions: at least one, none only in an empty
     /// version's one piece.
     pub entries: Vec<PieceEntry>,
+}
+
+/// A signed repair piece of a coded catalogue: a RaptorQ repair symbol
+/// over the version's pieces, so a listener needs about `count` of any
+/// of a version's pieces and repairs rather than each piece (SPEC 3.6's
+/// carousel, applied to the catalogue; `crate::endpoint::catalogue_code`).
+/// What it decodes to is the pieces' own signed bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CatalogueRepair {
+    /// The signer's Ed25519 public key (checked against the signature).
+    pub signer: [u8; 32],
+    /// The catalogue version.
+    pub version: u64,
+    /// The session the version's data packets carry.
+    pub session: SessionId,
+    /// Pieces in one copy of the catalogue (the code's source symbols).
+    pub count: u32,
+    /// Bytes of each code symbol.
+    pub symbol_size: u16,
+    /// The repair symbol's id (at least `count`).
+    pub id: u32,
+    /// The symbol, `symbol_size` bytes.
+    pub symbol: Vec<u8>,
+}
+
+/// What a catalogue piece or repair piece says of itself, read before
+/// its signature is checked: only for dropping what would be of no use
+/// even if it were genuine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peek {
+    /// A repair piece (else a piece).
+    pub repair: bool,
+    /// The version it names.
+    pub version: u64,
+    /// A piece's index, a repair's symbol id.
+    pub index: u32,
+}
+
+impl Peek {
+    /// Peeks at a datagram of the announcement group; `None` if it is
+    /// neither kind or too short.
+    pub fn of(datagram: &[u8]) -> Option<Peek> {
+        let repair = match super::kind_of(datagram)? {
+            kind::CATALOGUE_PIECE => false,
+            kind::CATALOGUE_REPAIR => true,
+            _ => return None,
+        };
+        let at = |from: usize| datagram.get(from..from + 4).and_then(|b| b.try_into().ok());
+        let v: [u8; 8] = datagram.get(36..44)?.try_into().ok()?;
+        let index: [u8; 4] = at(if repair { 54 } else { 53 })?;
+        Some(Peek {
+            repair,
+            version: u64::from_be_bytes(v),
+            index: u32::from_be_bytes(index),
+        })
+    }
+}
+
+impl CatalogueRepair {
+    /// Parses a repair piece's signed bytes (without its signature).
+    pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let (signer, version, session) = signed_head(&mut r, kind::CATALOGUE_REPAIR)?;
+        let count = r.u32()?;
+        let symbol_size = r.u16()?;
+        let id = r.u32()?;
+        check_coding(count, symbol_size, 0)?;
+        if symbol_size == 0 || id < count || id > crate::wire::data::MAX_SYMBOL_ID {
+            return Err(WireError::OutOfRange {
+                field: "repair piece",
+                value: id as u64,
+            });
+        }
+        let symbol = r.bytes(symbol_size as usize)?.to_vec();
+        r.finish()?;
+        Ok(CatalogueRepair {
+            signer,
+            version,
+            session,
+            count,
+            symbol_size,
+            id,
+            symbol,
+        })
+    }
+
+    /// Appends the repair piece's bytes (to be signed) to `buf`.
+    pub fn emit(&self, buf: &mut Vec<u8>) {
+        let mut w = Writer::with_header(buf, kind::CATALOGUE_REPAIR);
+        w.bytes(&self.signer)
+            .u64(self.version)
+            .u32(self.session.0)
+            .u32(self.count)
+            .u16(self.symbol_size)
+            .u32(self.id)
+            .bytes(&self.symbol);
+    }
+}
+
+/// The fields every piece and repair piece starts with, after a header of
+/// `kind`: signer, version, session.
+fn signed_head(r: &mut Reader<'_>, kind: u8) -> Result<([u8; 32], u64, SessionId), WireError> {
+    let k = r.header()?;
+    if k != kind {
+        return Err(WireError::UnknownKind(k));
+    }
+    let mut signer = [0u8; 32];
+    signer.copy_from_slice(r.bytes(32)?);
+    Ok((signer, r.u64()?, SessionId(r.u32()?)))
+}
+
+/// The checks on a copy's piece count and symbol size shared by pieces
+/// and repairs; `body` is a piece's signed length (0 for a repair), which
+/// with its 2-byte length must fit a symbol.
+fn check_coding(count: u32, symbol_size: u16, body: usize) -> Result<(), WireError> {
+    if count == 0 || count > MAX_PIECES {
+        return Err(WireError::OutOfRange {
+            field: "catalogue pieces",
+            value: count as u64,
+        });
+    }
+    if symbol_size > MAX_PIECE_SYMBOL
+        || symbol_size != 0 && (count < 2 || body + 2 > symbol_size as usize)
+    {
+        return Err(WireError::OutOfRange {
+            field: "catalogue symbol size",
+            value: symbol_size as u64,
+        });
+    }
+    Ok(())
 }
 
 /// Entry flags: the entry carries its item's head.
@@ -128,14 +276,7 @@ impl CataloguePiece {
     /// signature: see [`crate::auth::open_catalogue`]).
     pub fn parse(buf: &[u8]) -> Result<Self, WireError> {
         let mut r = Reader::new(buf);
-        let k = r.header()?;
-        if k != kind::CATALOGUE_PIECE {
-            return Err(WireError::UnknownKind(k));
-        }
-        let mut signer = [0u8; 32];
-        signer.copy_from_slice(r.bytes(32)?);
-        let version = r.u64()?;
-        let session = SessionId(r.u32()?);
+        let (signer, version, session) = signed_head(&mut r, kind::CATALOGUE_PIECE)?;
         let items = r.u32()?;
         check_max("items", items as u64, MAX_PUSH_ITEMS as u64)?;
         let flags = r.u8()?;
@@ -143,6 +284,16 @@ impl CataloguePiece {
             return Err(WireError::OutOfRange {
                 field: "piece flags",
                 value: flags as u64,
+            });
+        }
+        let index = r.u32()?;
+        let count = r.u32()?;
+        let symbol_size = r.u16()?;
+        check_coding(count, symbol_size, buf.len())?;
+        if index >= count {
+            return Err(WireError::OutOfRange {
+                field: "piece index",
+                value: index as u64,
             });
         }
         let n = r.u16()? as usize;
@@ -165,6 +316,9 @@ impl CataloguePiece {
             session,
             items,
             signed_symbols: flags & FLAG_SIGNED_SYMBOLS != 0,
+            index,
+            count,
+            symbol_size,
             entries,
         })
     }
@@ -183,6 +337,9 @@ impl CataloguePiece {
             .u32(self.session.0)
             .u32(self.items)
             .u8(flags)
+            .u32(self.index)
+            .u32(self.count)
+            .u16(self.symbol_size)
             .u16(n as u16);
         for e in &self.entries[..n] {
             w.u32(e.item.0).u16(e.part).u16(e.parts).u32(e.first_block);
@@ -385,8 +542,8 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
 
 /// Packs `entries`, in order, into pieces of at most [`PIECE_TARGET`]
 /// bytes with their signature (an entry too large for one alone gets a
-/// piece of its own). `base` gives every field but the entries; with no
-/// entries, it is the one piece of an empty version.
+/// piece of its own), numbered in order. `base` gives every other field;
+/// with no entries, it is the one piece of an empty version.
 pub fn pack(base: &CataloguePiece, entries: Vec<PieceEntry>) -> Vec<CataloguePiece> {
     let room = PIECE_TARGET.saturating_sub(PIECE_FIXED + SIGNATURE_LEN);
     let mut pieces: Vec<CataloguePiece> = Vec::new();
@@ -413,6 +570,11 @@ pub fn pack(base: &CataloguePiece, entries: Vec<PieceEntry>) -> Vec<CataloguePie
             entries: Vec::new(),
             ..base.clone()
         });
+    }
+    // More than MAX_PIECES is the caller's to refuse (`count` saturates).
+    let count = u32::try_from(pieces.len()).unwrap_or(u32::MAX);
+    for (i, p) in pieces.iter_mut().enumerate() {
+        (p.index, p.count) = (i as u32, count);
     }
     pieces
 }

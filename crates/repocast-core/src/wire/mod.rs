@@ -78,6 +78,9 @@ pub mod kind {
     /// (Kind 3 was its one-item form before 2026-11-27: retired, and
     /// refused as an unknown kind.)
     pub const CATALOGUE_PIECE: u8 = 5;
+    /// A signed repair piece of a coded catalogue (UDP, announcement
+    /// group).
+    pub const CATALOGUE_REPAIR: u8 = 6;
     /// A signed batch of data packet digests (UDP, data group).
     pub const SYMBOL_BATCH: u8 = 4;
     /// Client messages on the request connection.
