@@ -762,8 +762,13 @@ fn a_lossy_listener_needs_about_one_copy_of_a_coded_catalogue() {
             "loss {loss}, from piece {from}: {copies:.2} copies ({} repairs, {} decoded)",
             st.repairs, st.decoded_pieces
         );
-        // About 1 / (1 - loss) copies, and a few pieces more.
-        assert!(copies < 1.0 / (1.0 - loss) + 0.1, "{copies:.2} copies");
+        // About 1 / (1 - loss) copies: heard pieces are a binomial draw
+        // (and a listener short after a copy of repairs hears pieces it
+        // holds again), so within 6 of its standard deviations, and a few
+        // pieces more (seeds 11-22: 50% listeners 1.83-2.33 copies).
+        let sd = (loss / copy as f64).sqrt() / (1.0 - loss);
+        let bound = 1.0 / (1.0 - loss) + 6.0 * sd + 4.0 / copy as f64;
+        assert!(copies < bound, "{copies:.2} copies, over {bound:.2}");
         assert!(st.decoded_pieces > 0 && st.forged == 0 && st.malformed == 0);
     }
     // Once a version is received, its pieces and repairs are dropped

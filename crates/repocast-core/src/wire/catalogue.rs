@@ -30,9 +30,9 @@ use crate::{ItemId, SessionId};
 
 /// Most items one catalogue version may list.
 pub const MAX_PUSH_ITEMS: u32 = 1 << 20;
-/// Bytes a piece aims at, its signature included (it fits a 1,500-byte
-/// MTU with IPv6 and UDP headers); only a piece whose item name is very
-/// long is larger.
+/// Bytes a piece or repair piece aims at, its signature included (it
+/// fits a 1,500-byte MTU with IPv6 and UDP headers); only a piece whose
+/// item name is very long, or a repair of a catalogue with one, is larger.
 pub const PIECE_TARGET: usize = 1400;
 /// Bytes of a piece before its entries: header, signer, version,
 /// session, item count, flags, its place and the copy's piece count, the
@@ -41,6 +41,10 @@ pub const PIECE_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 1 + 4 + 4 + 2 + 2;
 /// Bytes of a repair piece besides its symbol and signature: header,
 /// signer, version, session, piece count, symbol size, symbol id.
 pub const REPAIR_FIXED: usize = 4 + 32 + 8 + 4 + 4 + 2 + 4;
+/// Bytes pieces are packed to: a repair piece of a coded catalogue is
+/// its longest piece and [`REPAIR_FIXED`] and the symbol's 2-byte length,
+/// so repairs too stay within [`PIECE_TARGET`].
+const PACKED_TARGET: usize = PIECE_TARGET - REPAIR_FIXED - 2;
 /// Most pieces in one copy of a catalogue.
 pub const MAX_PIECES: u32 = 1 << 20;
 /// Largest code symbol of a coded catalogue: a piece's signed bytes and
@@ -504,7 +508,7 @@ pub fn entry_len(e: &PieceEntry) -> usize {
 }
 
 /// Cuts one item's description into entries that each fit a piece of
-/// about [`PIECE_TARGET`] bytes alone: the head and as many block hashes
+/// about [`PACKED_TARGET`] bytes alone: the head and as many block hashes
 /// as fit, then the rest of the hashes. An item of one block carries no
 /// block hash (its block's is the item's).
 pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<PieceEntry> {
@@ -517,7 +521,7 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
     let room = |with_head: bool| {
         let used =
             PIECE_FIXED + SIGNATURE_LEN + ENTRY_FIXED + if with_head { head_len(&head) } else { 0 };
-        (PIECE_TARGET.saturating_sub(used) / 32).max(1)
+        (PACKED_TARGET.saturating_sub(used) / 32).max(1)
     };
     let first = room(true).min(hashes.len());
     let mut cuts = vec![(0, first)];
@@ -540,12 +544,12 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
         .collect()
 }
 
-/// Packs `entries`, in order, into pieces of at most [`PIECE_TARGET`]
+/// Packs `entries`, in order, into pieces of at most [`PACKED_TARGET`]
 /// bytes with their signature (an entry too large for one alone gets a
 /// piece of its own), numbered in order. `base` gives every other field;
 /// with no entries, it is the one piece of an empty version.
 pub fn pack(base: &CataloguePiece, entries: Vec<PieceEntry>) -> Vec<CataloguePiece> {
-    let room = PIECE_TARGET.saturating_sub(PIECE_FIXED + SIGNATURE_LEN);
+    let room = PACKED_TARGET.saturating_sub(PIECE_FIXED + SIGNATURE_LEN);
     let mut pieces: Vec<CataloguePiece> = Vec::new();
     let mut used = usize::MAX;
     for e in entries {
