@@ -319,15 +319,13 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 self.stats.malformed += 1;
                 return;
             };
-            if r.version < self.newest() {
-                self.stats.stale += 1;
-            } else if self.fresh(r.version) {
-                self.stats.repairs += 1;
-                if let Some(c) = self.code(r.version, r.count, r.symbol_size) {
-                    c.add_repair(&r);
-                }
-                self.decode_catalogue(now, key);
+            // A repair of an older version, or of the one received, was
+            // dropped above (the peek read these same bytes).
+            self.stats.repairs += 1;
+            if let Some(c) = self.code(r.version, r.count, r.symbol_size) {
+                c.add_repair(&r);
             }
+            self.decode_catalogue(now, key);
             return;
         }
         let p = match CataloguePiece::parse(body) {

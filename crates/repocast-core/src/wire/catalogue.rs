@@ -181,9 +181,9 @@ impl Peek {
             kind::CATALOGUE_REPAIR => true,
             _ => return None,
         };
-        let at = |from: usize| datagram.get(from..from + 4).and_then(|b| b.try_into().ok());
+        let at = if repair { 54 } else { 53 };
         let v: [u8; 8] = datagram.get(36..44)?.try_into().ok()?;
-        let index: [u8; 4] = at(if repair { 54 } else { 53 })?;
+        let index: [u8; 4] = datagram.get(at..at + 4)?.try_into().ok()?;
         Some(Peek {
             repair,
             version: u64::from_be_bytes(v),

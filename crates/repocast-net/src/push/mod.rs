@@ -90,7 +90,8 @@ fn scan(
     }
     // Files that did not read as the scan hashed them: hashed afresh (the
     // cache cannot tell a write in the same tick of the file system's
-    // clock as the scan that cached it) and planned again once. Those still changing are the next scan's.
+    // clock as the scan that cached it) and planned again once. Those
+    // still changing are the next scan's.
     let fresh: HashSet<String> = (first.items.left_out.iter())
         .filter_map(|&i| Some(first.items.files.get(i)?.info.name.clone()))
         .chain(fresh.iter().cloned())
