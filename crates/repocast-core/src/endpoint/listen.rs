@@ -162,6 +162,10 @@ pub struct ListenEndpoint<S: BlockStore> {
     /// out (one at a time: file creation is the disk's, not the CPU's).
     unpacks: VecDeque<UnpackJob>,
     unpacks_out: usize,
+    /// The members of those packs, by name, with their hashes: on their
+    /// way into place, so a newer version that has them does not receive
+    /// their pack again (their outcomes come with their job).
+    cutting: BTreeMap<String, [u8; 32]>,
     events: VecDeque<ListenEvent>,
     /// Data packets held until their version's catalogue is complete.
     early: VecDeque<Vec<u8>>,
@@ -189,6 +193,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             packs: BTreeMap::new(),
             unpacks: VecDeque::new(),
             unpacks_out: 0,
+            cutting: BTreeMap::new(),
             events: VecDeque::new(),
             early: VecDeque::new(),
             early_bytes: 0,
@@ -506,16 +511,22 @@ impl<S: BlockStore> ListenEndpoint<S> {
             );
         }
         // Files already verified with the same content are not received
-        // again (satellite mode across versions); nor is a pack whose
-        // selected members all are, or are in place already.
+        // again (satellite mode across versions), nor those an older
+        // version's pack is being cut into (their job gives their
+        // outcome); nor is a pack whose selected members all are, or are
+        // in place already.
         let verified = |r: &BTreeMap<String, ([u8; 32], Outcome)>, name: &str, hash: &[u8; 32]| {
             r.get(name)
                 .is_some_and(|(h, o)| h == hash && o.result.is_ok())
         };
+        let cutting =
+            |c: &BTreeMap<String, [u8; 32]>, name: &str, hash: &[u8; 32]| c.get(name) == Some(hash);
         let mut todo = Vec::new();
         for (m, h) in selected {
             let Some(members) = self.packs.get(&m.item) else {
-                if !verified(&self.results, &m.name, &m.hash) {
+                if !verified(&self.results, &m.name, &m.hash)
+                    && !cutting(&self.cutting, &m.name, &m.hash)
+                {
                     todo.push((m, h));
                 }
                 continue;
@@ -523,11 +534,14 @@ impl<S: BlockStore> ListenEndpoint<S> {
             let store = inner.store_mut();
             let have = |p: &PackMember| {
                 verified(&self.results, &p.name, &p.hash)
+                    || cutting(&self.cutting, &p.name, &p.hash)
                     || store.has_file(&p.name, p.size, &p.hash)
             };
             if members.iter().all(have) {
                 for p in members.clone() {
-                    if !verified(&self.results, &p.name, &p.hash) {
+                    if !verified(&self.results, &p.name, &p.hash)
+                        && !cutting(&self.cutting, &p.name, &p.hash)
+                    {
                         self.record(p.name, Ok(()));
                     }
                 }
@@ -609,6 +623,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 let store = inner.store_mut();
                 match store.unpack_work(pack, &members) {
                     Some(work) => {
+                        let cut = members.iter().map(|m| (m.name.clone(), m.hash));
+                        self.cutting.extend(cut);
                         return self.unpacks.push_back(UnpackJob::new(pack, members, work));
                     }
                     None => store.unpack(pack, &members),
@@ -640,6 +656,9 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     name: m.name.clone(),
                     reason: reason.clone(),
                 }));
+            }
+            if self.cutting.get(&m.name) == Some(&m.hash) {
+                self.cutting.remove(&m.name);
             }
             // Its own hash: a job back after a newer version came says
             // what it put in place, not what the new version holds.

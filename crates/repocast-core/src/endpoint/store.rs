@@ -10,6 +10,7 @@ use crate::fec::layout::{Layout, LayoutError};
 use crate::hash::FastMap;
 use crate::wire::ManifestEntry;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 /// How an item stands when its manifest arrives.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -197,14 +198,53 @@ pub struct MemoryStore {
     packs: FastMap<ItemId, Option<Vec<u8>>>,
     /// Blocks written so far (a test's measure of resume).
     pub blocks_written: u64,
-    /// Hand each pack's members' outcomes out as a job
-    /// ([`BlockStore::unpack_work`]), as a store on disk does (the members
-    /// are in place at once; only their outcomes wait for the job).
+    /// Hand each pack's cutting out as a job
+    /// ([`BlockStore::unpack_work`]), as a store on disk does: its members
+    /// are in place only once the job has run.
     pub unpack_as_jobs: bool,
+    /// Members cut out by jobs, not yet taken into `done`
+    /// ([`MemoryStore::land`]).
+    landing: Arc<Mutex<Files>>,
+}
+
+/// Files by name, with their bytes.
+type Files = Vec<(String, Vec<u8>)>;
+
+/// The members of a pack's `bytes` that match their hashes, and each
+/// member's outcome.
+fn cut_members(
+    bytes: Option<&Vec<u8>>,
+    members: &[PackMember],
+) -> (Vec<Result<bool, StoreError>>, Files) {
+    let mut cut = Vec::new();
+    let results = (members.iter())
+        .map(|m| {
+            let b = bytes
+                .and_then(|b| b.get(m.offset as usize..(m.offset.checked_add(m.size)?) as usize))
+                .ok_or(StoreError::NotOpen("unpack"))?;
+            let ok = blake3::hash(b).as_bytes() == &m.hash;
+            if ok {
+                cut.push((m.name.clone(), b.to_vec()));
+            }
+            Ok(ok)
+        })
+        .collect();
+    (results, cut)
 }
 
 impl MemoryStore {
-    /// A finished item's bytes, by name.
+    /// Takes the members that unpack jobs have cut out since into the
+    /// finished files (the store does so whenever it is used).
+    pub fn land(&mut self) {
+        let landed = match self.landing.lock() {
+            Ok(mut l) => std::mem::take(&mut *l),
+            Err(_) => return,
+        };
+        self.done.extend(landed);
+    }
+
+    /// A finished item's bytes, by name (members cut out by a job since
+    /// the store was last used: after [`MemoryStore::land`]).
     pub fn file(&self, name: &str) -> Option<&[u8]> {
         self.done.get(name).map(Vec::as_slice)
     }
@@ -300,6 +340,7 @@ impl BlockStore for MemoryStore {
     }
 
     fn open(&mut self, m: &ManifestEntry) -> Result<Resume, StoreError> {
+        self.land();
         let layout = Layout::new(m.size, &m.fec)?;
         if let Some(b) = self
             .done
@@ -347,6 +388,7 @@ impl BlockStore for MemoryStore {
     }
 
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
+        self.land();
         let (m, bytes, _) = self
             .open
             .remove(&item)
@@ -368,35 +410,37 @@ impl BlockStore for MemoryStore {
     }
 
     fn unpack(&mut self, item: ItemId, members: &[PackMember]) -> Vec<Result<bool, StoreError>> {
+        self.land();
         let bytes = self.packs.remove(&item).flatten();
-        (members.iter())
-            .map(|m| {
-                let b = bytes
-                    .as_ref()
-                    .and_then(|b| {
-                        b.get(m.offset as usize..(m.offset.checked_add(m.size)?) as usize)
-                    })
-                    .ok_or(StoreError::NotOpen("unpack"))?;
-                let ok = blake3::hash(b).as_bytes() == &m.hash;
-                if ok {
-                    self.done.insert(m.name.clone(), b.to_vec());
-                }
-                Ok(ok)
-            })
-            .collect()
+        let (results, cut) = cut_members(bytes.as_ref(), members);
+        self.done.extend(cut);
+        results
     }
 
     fn unpack_work(&mut self, item: ItemId, members: &[PackMember]) -> Option<UnpackWork> {
         if !self.unpack_as_jobs {
             return None;
         }
-        let results = self.unpack(item, members);
-        Some(Box::new(move || results))
+        self.land();
+        let bytes = self.packs.remove(&item).flatten();
+        let (members, landing) = (members.to_vec(), Arc::clone(&self.landing));
+        Some(Box::new(move || {
+            let (results, cut) = cut_members(bytes.as_ref(), &members);
+            if let Ok(mut l) = landing.lock() {
+                l.extend(cut);
+            }
+            results
+        }))
     }
 
     fn has_file(&self, name: &str, size: u64, hash: &[u8; 32]) -> bool {
-        (self.done.get(name))
-            .is_some_and(|b| b.len() as u64 == size && blake3::hash(b).as_bytes() == hash)
+        let is = |b: &Vec<u8>| b.len() as u64 == size && blake3::hash(b).as_bytes() == hash;
+        let landed = |l: &Files| {
+            (l.iter().rev())
+                .find(|(n, _)| n == name)
+                .is_some_and(|(_, b)| is(b))
+        };
+        self.done.get(name).is_some_and(is) || self.landing.lock().is_ok_and(|l| landed(&l))
     }
 
     fn discard(&mut self, item: ItemId) {
