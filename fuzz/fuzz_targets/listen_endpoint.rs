@@ -4,7 +4,7 @@
 //! catalogue's decoder and the assembly are reached,
 //! not only the signature check) and symbol batches it signed, in any
 //! order with time passing (and its decode jobs back in any order, run
-//! or not), without panicking, never reports an item
+//! or not, and its packs' cuts back late, run or not), without panicking, never reports an item
 //! outside its selection, and reports an item verified only with its
 //! file in the store at its size.
 #![no_main]
@@ -32,10 +32,12 @@ fuzz_target!(|data: &[u8]| {
     cfg.trust = Some(id.public());
     cfg.select = vec!["a*".into()];
     cfg.memory_budget = 1 << 16;
-    let mut ep = ListenEndpoint::new(Instant::ZERO, cfg, MemoryStore::default());
+    let mut store = MemoryStore::default();
+    store.unpack_as_jobs = true;
+    let mut ep = ListenEndpoint::new(Instant::ZERO, cfg, store);
     let mut now = Instant::ZERO;
     let mut rest = data;
-    let mut jobs = Vec::new();
+    let (mut jobs, mut cuts) = (Vec::new(), Vec::new());
     while let Some((op, hi, bytes)) = common::next_record(&mut rest) {
         match op % 5 {
             0 => ep.handle_datagram(now, Channel::Announce, bytes),
@@ -70,12 +72,19 @@ fuzz_target!(|data: &[u8]| {
         // a step the input picks (or never).
         jobs.extend(std::iter::from_fn(|| ep.poll_decode()));
         common::return_jobs(&mut jobs, op, |j| ep.decoded(now, j));
+        cuts.extend(ep.poll_unpack());
+        common::return_jobs(&mut cuts, op ^ 0x10, |j| ep.unpacked(j));
         while ep.poll_event().is_some() {}
     }
-    for o in ep.outcomes() {
+    let outcomes = ep.outcomes();
+    let mut store = ep.into_store();
+    if let Some(s) = store.as_mut() {
+        s.land();
+    }
+    for o in outcomes {
         assert!(glob_match("a*", &o.name));
         if o.result.is_ok() {
-            let file = ep.store().and_then(|s| s.file(&o.name));
+            let file = store.as_ref().and_then(|s| s.file(&o.name));
             assert_eq!(file.map(|f| f.len() as u64), Some(o.size), "{}", o.name);
         }
     }

@@ -13,14 +13,34 @@ pub fn next_record<'a>(rest: &mut &'a [u8]) -> Option<(u8, u8, &'a [u8])> {
     Some((op, hi, bytes))
 }
 
-/// Decode jobs an endpoint handed out: when `op` says so, each goes back
+/// Work an endpoint hands out to run on another thread.
+pub trait Job {
+    fn run(&mut self);
+    fn lose(&mut self);
+}
+
+impl Job for repocast_core::client::decode::DecodeJob {
+    fn run(&mut self) {
+        Self::run(self)
+    }
+    fn lose(&mut self) {
+        Self::lose(self)
+    }
+}
+
+impl Job for repocast_core::endpoint::unpack::UnpackJob {
+    fn run(&mut self) {
+        Self::run(self)
+    }
+    fn lose(&mut self) {
+        Self::lose(self)
+    }
+}
+
+/// Jobs an endpoint handed out: when `op` says so, each goes back
 /// (through `back`), the later first, run, lost or not run as `op` picks;
 /// otherwise they wait (maybe for ever).
-pub fn return_jobs(
-    jobs: &mut Vec<repocast_core::client::decode::DecodeJob>,
-    op: u8,
-    mut back: impl FnMut(repocast_core::client::decode::DecodeJob),
-) {
+pub fn return_jobs<J: Job>(jobs: &mut Vec<J>, op: u8, mut back: impl FnMut(J)) {
     if op & 0x10 == 0 {
         return;
     }
