@@ -69,7 +69,8 @@ bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0
 BG_PID=$!
 sleep 1.3
 
-bytes=$(find "$WORK/repo" -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
+# The files pushed (not push's hash cache in DIR/.repocast).
+bytes=$(find "$WORK/repo" -path "$WORK/repo/.repocast" -prune -o -type f -printf '%s\n' | awk '{ s += $1 } END { print s }')
 rate_bps=$(lab_rate_bps "$RATE")
 echo "push: $CODE, rate $RATE, $bytes bytes, listener loss $LOSSES, $RUNS run(s)"
 # OUT_DISK=own: a file system per listener, so the listeners do not queue

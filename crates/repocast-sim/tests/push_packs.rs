@@ -492,3 +492,49 @@ fn a_new_version_while_packs_are_cut_does_not_receive_them_again() {
         assert_eq!(store.file(name), Some(b.as_slice()), "{name}");
     }
 }
+
+/// A set of many tiny files (configuration, a package index, a site of
+/// small pages): their catalogue is a large part of what a listener needs,
+/// and it takes the share of the rate that its bytes are of a cycle's
+/// (catalogue and one pass), up to half. Listeners at 5% and 50% have
+/// every file in about the time the catalogue and the data take together
+/// at the rate. (At a fixed 5% of the rate, a copy of this catalogue took
+/// about 7 times as long as the files' data.)
+#[test]
+fn a_set_of_tiny_files_takes_about_its_catalogue_and_data_time() {
+    let seed = seed_or(18);
+    let mut r = repocast_core::rng::Rng::new(seed);
+    let files: Vec<(String, Vec<u8>)> = (0..5000u64)
+        .map(|i| {
+            let len = (64.0 * 8f64.powf((r.next_u64() % 1000) as f64 / 1000.0)) as usize;
+            (format!("etc/conf{i:04}.toml"), bytes(len, seed + i))
+        })
+        .collect();
+    let cfg = config();
+    let packet = cfg.server.packet_interval.as_secs_f64();
+    let t = cfg.server.symbol_size as f64;
+    let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    let pieces = lan.pusher().catalogue_len() as f64;
+    let data: f64 = files.iter().map(|f| f.1.len() as f64).sum::<f64>() / t;
+    assert!(
+        pieces > data / 4.0,
+        "{pieces} pieces, {data:.0} symbols of data"
+    );
+    let losses = [0.05, 0.05, 0.05, 0.05, 0.5, 0.5];
+    for (i, &loss) in losses.iter().enumerate() {
+        lan.listener(listener(loss, 0.031 * i as f64), seed * 10 + i as u64);
+    }
+    // Each needs well under a second (the catalogue alone at 5% of the
+    // rate took about one).
+    lan.run(secs(3.0));
+    let ratios: Vec<f64> = (lan.reports().iter().zip(losses))
+        .map(|(rep, loss)| {
+            check_files(rep, &files);
+            let ideal = packet * (pieces + data) / (1.0 - loss);
+            rep.delay.expect("finished").as_secs_f64() / ideal
+        })
+        .collect();
+    eprintln!("{pieces} pieces, {data:.0} symbols of data: ratios {ratios:.3?}");
+    assert!(ratios.iter().all(|&x| x < 2.0), "{ratios:.3?}");
+    assert!(median(&ratios[..4]) < 1.5, "{ratios:.3?}");
+}

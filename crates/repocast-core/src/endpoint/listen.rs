@@ -152,6 +152,10 @@ pub struct ListenEndpoint<S: BlockStore> {
     spare: Option<S>,
     /// Outcomes by name, with the hash they were for.
     results: BTreeMap<String, ([u8; 32], Outcome)>,
+    /// The active version's names with no outcome yet (what
+    /// [`ListenEndpoint::is_finished`] asks after every datagram: counted,
+    /// not looked up name by name).
+    unresolved: usize,
     /// Hashes and sizes of the active version's items, by name.
     hashes: BTreeMap<String, ([u8; 32], u64)>,
     /// Names of the active version's items on the data channel, by id.
@@ -188,6 +192,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             inner: None,
             spare: Some(store),
             results: BTreeMap::new(),
+            unresolved: 0,
             hashes: BTreeMap::new(),
             names: BTreeMap::new(),
             packs: BTreeMap::new(),
@@ -576,6 +581,9 @@ impl<S: BlockStore> ListenEndpoint<S> {
         }
         self.early.shrink_to_fit();
         self.early_bytes = 0;
+        self.unresolved = (self.hashes.keys())
+            .filter(|n| !self.results.contains_key(*n))
+            .count();
         self.active = Some((a.version, a.session, names));
         self.inner = Some(inner);
         self.drain();
@@ -594,7 +602,10 @@ impl<S: BlockStore> ListenEndpoint<S> {
             size,
             result,
         };
-        self.results.insert(name, (hash, o));
+        let counted = self.hashes.contains_key(&name);
+        if self.results.insert(name, (hash, o)).is_none() && counted {
+            self.unresolved = self.unresolved.saturating_sub(1);
+        }
     }
 
     /// The pack received as `name`, if it is one (a file of that name is
@@ -800,12 +811,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// Whether every selected item of the version received has an outcome
     /// (never in satellite mode, unless the run ended).
     pub fn is_finished(&self) -> bool {
-        self.ended.is_some()
-            || !self.cfg.satellite
-                && self
-                    .active
-                    .as_ref()
-                    .is_some_and(|(_, _, names)| names.iter().all(|n| self.results.contains_key(n)))
+        self.ended.is_some() || !self.cfg.satellite && self.active.is_some() && self.unresolved == 0
     }
 
     /// Why the run ended early, if it did.

@@ -33,8 +33,8 @@ use crate::{Instant, SessionId};
 use std::collections::VecDeque;
 use std::time::Duration;
 
-/// Longest time between two copies of the catalogue, unless
-/// [`CATALOGUE_SHARE`] forces a longer one.
+/// Longest time between two copies of the catalogue, unless its share of
+/// the rate ([`catalogue_share`]) forces a longer one.
 pub const CATALOGUE_PERIOD: Duration = Duration::from_millis(250);
 /// Shortest time between two copies of the catalogue.
 pub const MIN_CATALOGUE_PERIOD: Duration = Duration::from_millis(20);
@@ -45,22 +45,40 @@ pub const MIN_CATALOGUE_PERIOD: Duration = Duration::from_millis(20);
 /// the wait for a copy that gets through its loss would be most of its
 /// time.
 pub const CATALOGUE_COPIES_PER_CYCLE: f64 = 8.0;
-/// Largest share of the rate the catalogue may take; a larger catalogue
-/// is repeated less often.
+/// Share of the rate a catalogue may always take; a larger catalogue is
+/// repeated less often, unless it is a large part of what a listener
+/// needs ([`catalogue_share`]).
 pub const CATALOGUE_SHARE: f64 = 0.05;
+/// Share of the rate a catalogue never exceeds, however large it is
+/// beside its files' data.
+pub const MAX_CATALOGUE_SHARE: f64 = 0.5;
+
+/// Largest share of the rate a catalogue of `bytes` takes beside a file
+/// set whose one pass takes `cycle` at `data_bps`: its share of the two
+/// together (a listener needs a copy of the catalogue and a pass of the
+/// data, so they take about as long as each other), within
+/// [`CATALOGUE_SHARE`]..[`MAX_CATALOGUE_SHARE`]. A set of many tiny files
+/// has a catalogue about as large as its data: at a fixed 5% of the rate,
+/// a copy took several times as long as the data.
+pub fn catalogue_share(bytes: u64, cycle: Duration, data_bps: f64) -> f64 {
+    let catalogue = bytes as f64 * 8.0;
+    let data = cycle.as_secs_f64() * data_bps.max(0.0);
+    (catalogue / (catalogue + data).max(1.0)).clamp(CATALOGUE_SHARE, MAX_CATALOGUE_SHARE)
+}
 
 /// Time between two copies of a catalogue of `bytes` (IP and UDP headers
 /// counted) for a file set whose one pass takes `cycle`, with data sent
 /// at `data_bps`: [`CATALOGUE_COPIES_PER_CYCLE`] a cycle within
 /// [`MIN_CATALOGUE_PERIOD`]..[`CATALOGUE_PERIOD`], and never more than
-/// [`CATALOGUE_SHARE`] of the rate.
+/// [`catalogue_share`] of the rate.
 pub fn catalogue_period(bytes: u64, cycle: Duration, data_bps: f64) -> Duration {
     let wanted = (cycle.as_secs_f64() / CATALOGUE_COPIES_PER_CYCLE).clamp(
         MIN_CATALOGUE_PERIOD.as_secs_f64(),
         CATALOGUE_PERIOD.as_secs_f64(),
     );
-    let share = bytes as f64 * 8.0 / (data_bps.max(1.0) * CATALOGUE_SHARE);
-    Duration::from_secs_f64(wanted.max(share).min(3600.0))
+    let share = catalogue_share(bytes, cycle, data_bps);
+    let at_share = bytes as f64 * 8.0 / (data_bps.max(1.0) * share);
+    Duration::from_secs_f64(wanted.max(at_share).min(3600.0))
 }
 
 /// Copies of the catalogue a pusher with a target redundancy sends before
@@ -394,7 +412,7 @@ impl PushEndpoint {
             cfg.scheduler = crate::sched::SchedulerKind::Mad { weights: by_unit };
         }
         // The catalogue's bytes come out of the data rate, and it is sent
-        // at most CATALOGUE_SHARE of it.
+        // at most its catalogue_share of it.
         let bytes: u64 = pieces.iter().map(|p| p.len() as u64 + 28).sum();
         let data_bps = crate::profile::packet_bits(cfg.symbol_size, false, false) as f64
             / cfg.packet_interval.as_secs_f64().max(1e-9);
@@ -404,7 +422,8 @@ impl PushEndpoint {
             .saturating_mul(symbols.min(u32::MAX as u64) as u32);
         let period = catalogue_period(bytes, cycle, data_bps).as_secs_f64();
         let share = bytes as f64 * 8.0 / period / data_bps.max(1.0);
-        cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share).max(0.5));
+        let share = share.min(MAX_CATALOGUE_SHARE);
+        cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share));
         self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
         self.server = Server::new(cfg, infos)?;
         self.current = set.files;
@@ -694,15 +713,33 @@ mod tests {
         let four = ms(catalogue_period(piece, cycle(4.0), rate));
         assert!((four - 335.5 / 8.0).abs() < 1.0, "{four}");
         assert_eq!(ms(catalogue_period(piece, cycle(32.0), rate)), 250.0);
-        // A large catalogue takes at most CATALOGUE_SHARE of the rate,
-        // however small or large the set.
-        for mib in [1.0, 32.0, 1e6] {
+        // A large catalogue takes at most CATALOGUE_SHARE of the rate
+        // beside a set of many times its bytes.
+        for mib in [32.0, 1e6] {
             let p = catalogue_period(1_000_000, cycle(mib), rate);
             assert!((ms(p) - 1600.0).abs() < 1e-6, "{p:?}");
         }
-        // So does a small one on a slow link: 1,000 bytes at 1 Mbit/s.
-        let slow = catalogue_period(piece, Duration::ZERO, 1e6);
+        // Beside a set of about its own bytes, its share of the two: a
+        // copy takes about as long as a pass. Never more than half.
+        let (c, one) = (1_048_576u64, cycle(1.0));
+        assert!((catalogue_share(c, one, rate) - 0.5).abs() < 1e-9);
+        let p = catalogue_period(c, cycle(3.0), rate);
+        let pass = cycle(3.0).as_secs_f64() * 1e3;
+        assert!(
+            (ms(p) - pass * 4.0 / 3.0).abs() < 1.0,
+            "{p:?} for a pass of {pass} ms"
+        );
+        let huge = catalogue_period(10 * c, cycle(0.5), rate);
+        assert!((ms(huge) - 10.0 * 8.0 * 1.048_576 / 100.0 * 1e3 / 0.5).abs() < 1e-6);
+        // So does a small one on a slow link: 1,000 bytes at 1 Mbit/s
+        // beside a pass of 1 s.
+        let slow = catalogue_period(piece, Duration::from_secs(1), 1e6);
         assert!((ms(slow) - 160.0).abs() < 1e-6, "{slow:?}");
+        // With no data at all, half the rate.
+        let empty = catalogue_period(piece, Duration::ZERO, 1e6);
+        assert!((ms(empty) - 20.0).abs() < 1e-6, "{empty:?}");
+        let alone = catalogue_period(100 * piece, Duration::ZERO, 1e6);
+        assert!((ms(alone) - 1600.0).abs() < 1e-6, "{alone:?}");
         // No rate at all is a long period, not a panic.
         assert!(catalogue_period(piece, cycle(1.0), 0.0) >= CATALOGUE_PERIOD);
     }
