@@ -4,9 +4,9 @@
 //! catalogue's decoder and the assembly are reached,
 //! not only the signature check) and symbol batches it signed, in any
 //! order with time passing (and its decode jobs back in any order, run
-//! or not, and its packs' cuts back late, run or not), without panicking, never reports an item
-//! outside its selection, and reports an item verified only with its
-//! file in the store at its size.
+//! or not, and its packs' cuts back late, run or not), without
+//! panicking, never reports an item outside its selection, and reports
+//! an item verified only with its file in the store at its size.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::Instant;
