@@ -515,38 +515,24 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 Err("the catalogue puts it in an item that is no pack".into()),
             );
         }
-        // Files already verified with the same content are not received
-        // again (satellite mode across versions), nor those an older
-        // version's pack is being cut into (their job gives their
-        // outcome); nor is a pack whose selected members all are, or are
-        // in place already.
-        let verified = |r: &BTreeMap<String, ([u8; 32], Outcome)>, name: &str, hash: &[u8; 32]| {
-            r.get(name)
-                .is_some_and(|(h, o)| h == hash && o.result.is_ok())
-        };
-        let cutting =
-            |c: &BTreeMap<String, [u8; 32]>, name: &str, hash: &[u8; 32]| c.get(name) == Some(hash);
+        // Files settled with the same content are not received again; nor
+        // is a pack whose selected members all are, or are in place
+        // already.
         let mut todo = Vec::new();
         for (m, h) in selected {
             let Some(members) = self.packs.get(&m.item) else {
-                if !verified(&self.results, &m.name, &m.hash)
-                    && !cutting(&self.cutting, &m.name, &m.hash)
-                {
+                if !self.settled(&m.name, &m.hash) {
                     todo.push((m, h));
                 }
                 continue;
             };
             let store = inner.store_mut();
             let have = |p: &PackMember| {
-                verified(&self.results, &p.name, &p.hash)
-                    || cutting(&self.cutting, &p.name, &p.hash)
-                    || store.has_file(&p.name, p.size, &p.hash)
+                self.settled(&p.name, &p.hash) || store.has_file(&p.name, p.size, &p.hash)
             };
             if members.iter().all(have) {
                 for p in members.clone() {
-                    if !verified(&self.results, &p.name, &p.hash)
-                        && !cutting(&self.cutting, &p.name, &p.hash)
-                    {
+                    if !self.settled(&p.name, &p.hash) {
                         self.record(p.name, Ok(()));
                     }
                 }
@@ -587,6 +573,15 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.active = Some((a.version, a.session, names));
         self.inner = Some(inner);
         self.drain();
+    }
+
+    /// Whether the file `name` with this hash needs nothing more from a
+    /// new version: verified already (satellite mode across versions), or
+    /// being cut out of an older version's pack (its job gives its
+    /// outcome).
+    fn settled(&self, name: &str, hash: &[u8; 32]) -> bool {
+        let verified = (self.results.get(name)).is_some_and(|(h, o)| h == hash && o.result.is_ok());
+        verified || self.cutting.get(name) == Some(hash)
     }
 
     /// Records the outcome of the file `name` (of the active version).
