@@ -398,6 +398,77 @@ fn a_satellite_listener_takes_an_added_and_a_changed_file() {
     check_files(r, &v2);
 }
 
+/// A listener that tunes in and drops out ends with the newest version it
+/// saw of every file it wanted: a file it verified and a newer version
+/// changed is received again, not kept at its older content beside the
+/// newer files.
+#[test]
+fn a_tiddo_listener_ends_with_the_newest_version_of_a_file_it_had() {
+    let seed = seed_or(6);
+    // Passes go a.bin (about 0.18 s), z.bin (about 0.27 s), a.bin, ...; a
+    // listener tuned in during the first has z.bin, and a.bin nearly, when
+    // version 2 changes z.bin; version 2 starts with a.bin.
+    let v1 = vec![
+        ("a.bin".to_string(), bytes(2 << 20, seed)),
+        ("z.bin".to_string(), bytes(3 << 20, seed + 1)),
+    ];
+    let mut v2 = v1.clone();
+    v2[1].1 = bytes(3 << 20, seed + 2);
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &v1).expect("lan");
+    lan.listener(listener(0.0, 0.1), seed);
+    lan.run(secs(0.5));
+    let r = &lan.reports()[0];
+    assert_eq!(r.files.get("z.bin"), Some(&v1[1].1), "z.bin first");
+    assert!(r.delay.is_none(), "a.bin not yet: {:?}", r.outcomes);
+    lan.replace(2, &v2).expect("replace");
+    lan.run(secs(10.0));
+    let r = &lan.reports()[0];
+    assert_eq!(r.versions, vec![1, 2]);
+    assert!(r.delay.is_some(), "finished");
+    check_files(r, &v2);
+}
+
+/// A file that changes in every version never holds still long enough to
+/// be received: a listener that drops out gives it up, with the reason,
+/// after it changed `MAX_CHANGES_FOLLOWED` times, and still finishes.
+#[test]
+fn a_tiddo_listener_gives_up_a_file_that_never_holds_still() {
+    use repocast_core::endpoint::listen::MAX_CHANGES_FOLLOWED;
+    let seed = seed_or(7);
+    // 4 MiB at 100 Mbit/s takes about 0.35 s; a version every 0.1 s.
+    let version = |v: u64| {
+        vec![
+            ("steady.bin".to_string(), bytes(1 << 20, seed)),
+            ("log.bin".to_string(), bytes(4 << 20, seed + v)),
+        ]
+    };
+    let mut lan =
+        PushLan::new(config(), Identity::from_seed([7; 32]), 1, &version(1)).expect("lan");
+    lan.listener(listener(0.0, 0.0), seed);
+    let mut v = 1;
+    while lan.reports()[0].delay.is_none() && v < 40 {
+        lan.run(secs(0.1 * v as f64));
+        v += 1;
+        lan.replace(v, &version(v)).expect("replace");
+    }
+    let r = &lan.reports()[0];
+    assert!(r.delay.is_some(), "finished by version {v}");
+    assert_eq!(
+        r.versions.len() as u32,
+        MAX_CHANGES_FOLLOWED + 2,
+        "{:?}",
+        r.versions
+    );
+    assert_eq!(r.files.get("steady.bin"), Some(&version(1)[0].1));
+    let log = r
+        .outcomes
+        .iter()
+        .find(|o| o.name == "log.bin")
+        .expect("log.bin");
+    let reason = log.result.as_ref().expect_err("log.bin given up");
+    assert!(reason.contains("changed"), "{reason}");
+}
+
 #[test]
 fn a_listener_killed_midway_keeps_what_it_verified() {
     let seed = seed_or(5);

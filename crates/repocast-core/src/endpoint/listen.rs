@@ -17,8 +17,10 @@
 //! the store can, [`super::unpack`]), each checked against its own hash
 //! and given its own outcome.
 //!
-//! TIDDO (the default) finishes once every selected item has an outcome.
-//! In satellite mode the listener never finishes: a newer version is
+//! TIDDO (the default) finishes once every selected item has an outcome
+//! for the newest version it took: a file it verified that a newer version
+//! changed is received again, so it ends with one version's files, up to
+//! [`MAX_CHANGES_FOLLOWED`] changes of a file. In satellite mode the listener never finishes: a newer version is
 //! assembled while the current one is received, and once complete it
 //! replaces it; unchanged files already verified are kept, changed ones
 //! are received again. Data of one version never feeds another.
@@ -43,6 +45,13 @@ use std::time::Duration;
 /// three seconds at 100 Mbit/s; the catalogue comes within about one).
 /// An eighth cost the push lab's listeners 1-2% of their time.
 const EARLY_SHARE: usize = 2;
+
+/// A listener that drops out (TIDDO) follows a selected file through at
+/// most this many changes of its content (newer versions with another
+/// hash for it): a file that never holds still long enough to be received
+/// would otherwise keep it receiving for ever. One changed more often
+/// fails with the reason; `--satellite` follows every change.
+pub const MAX_CHANGES_FOLLOWED: u32 = 4;
 
 /// Listen endpoint settings.
 #[derive(Debug, Clone)]
@@ -158,6 +167,8 @@ pub struct ListenEndpoint<S: BlockStore> {
     unresolved: usize,
     /// Hashes and sizes of the active version's items, by name.
     hashes: BTreeMap<String, ([u8; 32], u64)>,
+    /// TIDDO: how many newer versions changed each selected file's content.
+    changes: BTreeMap<String, u32>,
     /// Names of the active version's items on the data channel, by id.
     names: BTreeMap<crate::ItemId, String>,
     /// The active version's packs being received: their selected members.
@@ -194,6 +205,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             results: BTreeMap::new(),
             unresolved: 0,
             hashes: BTreeMap::new(),
+            changes: BTreeMap::new(),
             names: BTreeMap::new(),
             packs: BTreeMap::new(),
             unpacks: VecDeque::new(),
@@ -502,9 +514,13 @@ impl<S: BlockStore> ListenEndpoint<S> {
         visible.extend((self.packs.values().flatten()).map(|m| (m.name.clone(), m.hash, m.size)));
         let orphans = a.orphans();
         visible.extend(orphans.iter().map(|n| (n.clone(), [0; 32], 0)));
-        self.hashes = (visible.iter())
-            .map(|(n, h, size)| (n.clone(), (*h, *size)))
-            .collect();
+        let older = std::mem::replace(
+            &mut self.hashes,
+            (visible.iter())
+                .map(|(n, h, size)| (n.clone(), (*h, *size)))
+                .collect(),
+        );
+        self.follow_changes(&older);
         self.names = (selected.iter())
             .map(|(m, _)| (m.item, m.name.clone()))
             .collect();
@@ -575,6 +591,41 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.drain();
     }
 
+    /// A new version's files against the version before (`older`): an
+    /// outcome for other content than the new version's, or a failure, is
+    /// no outcome of this version (the file is received again); a TIDDO
+    /// listener gives up a file changed more than [`MAX_CHANGES_FOLLOWED`]
+    /// times.
+    fn follow_changes(&mut self, older: &BTreeMap<String, ([u8; 32], u64)>) {
+        let hashes = &self.hashes;
+        (self.results).retain(|n, (h, o)| {
+            (hashes.get(n)).is_none_or(|(now, _)| now == h && o.result.is_ok())
+        });
+        if self.cfg.satellite {
+            return;
+        }
+        let mut restless = Vec::new();
+        for (n, (h, _)) in hashes {
+            if older.get(n).is_some_and(|(was, _)| was != h) {
+                let c = self.changes.entry(n.clone()).or_insert(0);
+                *c += 1;
+                if *c > MAX_CHANGES_FOLLOWED {
+                    restless.push((n.clone(), *c));
+                }
+            }
+        }
+        for (n, c) in restless {
+            self.record(
+                n,
+                Err(format!(
+                    "changed in {c} catalogue versions while this listener ran: \
+                     it does not hold still long enough to be received \
+                     (--satellite follows every change)"
+                )),
+            );
+        }
+    }
+
     /// Whether the file `name` with this hash needs nothing more from a
     /// new version: verified already (satellite mode across versions), or
     /// being cut out of an older version's pack (its job gives its
@@ -590,15 +641,20 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.record_as(name, hash, size, result);
     }
 
-    /// Records the outcome of the file `name` with this hash and size.
+    /// Records the outcome of the file `name` with this hash and size (not
+    /// at all if the active version holds other content for that name: an
+    /// older version's job came back late).
     fn record_as(&mut self, name: String, hash: [u8; 32], size: u64, result: Result<(), String>) {
+        let active = self.hashes.get(&name).map(|(h, _)| *h);
+        if active.is_some_and(|h| h != hash) {
+            return;
+        }
         let o = Outcome {
             name: name.clone(),
             size,
             result,
         };
-        let counted = self.hashes.contains_key(&name);
-        if self.results.insert(name, (hash, o)).is_none() && counted {
+        if self.results.insert(name, (hash, o)).is_none() && active.is_some() {
             self.unresolved = self.unresolved.saturating_sub(1);
         }
     }
