@@ -205,6 +205,7 @@ impl Profile {
             Profile::Push => ClientConfig {
                 name: "listen".into(),
                 decode_jobs: crate::client::decode::DECODE_JOBS,
+                fail_on_forgery: true,
                 ..ClientConfig::default()
             },
         }

@@ -5,7 +5,9 @@
 //! (a live one), a symbol id the server will not use soon, random symbol
 //! bytes and a valid tag. Receivers' tag checks pass; only the per-block
 //! hash catches the polluted block. This is what the shared session key
-//! leaves open (docs/security.md).
+//! leaves open (docs/security.md). In push mode
+//! ([`crate::push_lan::PushLan::pollute`]) data carries no tag, so anyone
+//! on the group is such a polluter ([`Polluter::untagged`]).
 
 use repocast_core::auth::{self, SessionKey};
 use repocast_core::rng::Rng;
@@ -15,7 +17,8 @@ use repocast_core::wire::DataRepr;
 pub struct Polluter {
     /// Its packets per server data packet (0.01: one for every hundred).
     share: f64,
-    key: SessionKey,
+    /// The session key it tags with (`None`: push, untagged).
+    key: Option<SessionKey>,
     rng: Rng,
     credit: f64,
     /// Packets it sent.
@@ -26,6 +29,15 @@ impl Polluter {
     /// A polluter sending `share` of the server's data packet rate,
     /// tagging with `key`, its choices seeded by `seed`.
     pub fn new(share: f64, key: SessionKey, seed: u64) -> Self {
+        Self::with_key(share, Some(key), seed)
+    }
+
+    /// A polluter of push mode's untagged data: anyone on the group.
+    pub fn untagged(share: f64, seed: u64) -> Self {
+        Self::with_key(share, None, seed)
+    }
+
+    fn with_key(share: f64, key: Option<SessionKey>, seed: u64) -> Self {
         Polluter {
             share: share.max(0.0),
             key,
@@ -51,13 +63,15 @@ impl Polluter {
             // High repair ids: fresh to every receiver's decoder.
             forged.symbol = (1 << 23) | (self.rng.next_u64() as u32 & ((1 << 23) - 1));
             (forged.payload.iter_mut()).for_each(|b| *b = self.rng.next_u64() as u8);
-            forged.tag = vec![0; auth::TAG_LEN];
+            forged.tag = vec![0; if self.key.is_some() { auth::TAG_LEN } else { 0 }];
             forged.encrypted = false;
             let mut b = Vec::with_capacity(genuine.len());
             forged.emit(&mut b);
             // Its own packet numbers, far from the server's.
             self.sent += 1;
-            auth::seal_data(&self.key, u64::MAX - self.sent, &mut b);
+            if let Some(key) = &self.key {
+                auth::seal_data(key, u64::MAX - self.sent, &mut b);
+            }
             out.push(b);
         }
         out

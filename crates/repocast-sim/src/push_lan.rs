@@ -80,6 +80,7 @@ pub struct PushLan {
     hosts: Vec<Host>,
     now: Instant,
     injected: Vec<(Instant, Channel, Vec<u8>)>,
+    polluter: Option<crate::insider::Polluter>,
 }
 
 /// The push items of `files`, each hashed with its FEC parameters
@@ -118,6 +119,7 @@ impl PushLan {
             hosts: Vec::new(),
             now: Instant::ZERO,
             injected: Vec::new(),
+            polluter: None,
         })
     }
 
@@ -143,6 +145,18 @@ impl PushLan {
     pub fn inject(&mut self, at: Instant, ch: Channel, bytes: Vec<u8>) {
         self.injected.push((at, ch, bytes));
         self.injected.sort_by_key(|i| std::cmp::Reverse(i.0));
+    }
+
+    /// Someone on the data group answering a share of the pusher's data
+    /// packets with forged ones of the same item and block
+    /// ([`crate::insider`]), delivered right after each.
+    pub fn pollute(&mut self, p: crate::insider::Polluter) {
+        self.polluter = Some(p);
+    }
+
+    /// The polluter gone (`None` if there was none).
+    pub fn stop_polluting(&mut self) -> Option<crate::insider::Polluter> {
+        self.polluter.take()
     }
 
     /// The pusher.
@@ -250,6 +264,12 @@ impl PushLan {
                 let Some(ch) = dest.channel() else { continue };
                 let bytes = std::mem::take(&mut buf);
                 self.deliver(ch, &bytes, false);
+                let forged = (self.polluter.as_mut())
+                    .filter(|_| ch == Channel::Data)
+                    .map(|p| p.answer(&bytes));
+                for f in forged.into_iter().flatten() {
+                    self.deliver(ch, &f, true);
+                }
                 buf = bytes;
             }
             while self.injected.last().is_some_and(|i| i.0 <= self.now) {

@@ -764,6 +764,42 @@ fn signed_symbols_keep_forged_data_from_a_listener() {
 /// each piece. Uncoded, a 50% listener of a catalogue of a few hundred
 /// pieces waited for the unluckiest piece, about 8 copies (the lab's
 /// 10,000 small files: 20 s at 50% loss for 16 MiB of data).
+/// Without signed symbols anyone on the group can forge data: every block
+/// decoded from a forged symbol fails its hash and is collected again. A
+/// steady stream of them fails a TIDDO listener's file, with the reason,
+/// after a bounded number of such decodes, so it ends and does not collect
+/// for as long as the forger sends; a satellite listener waits the attack
+/// out and has the file once it stops.
+#[test]
+fn a_listener_under_forged_data_fails_the_file_instead_of_collecting_for_ever() {
+    use repocast_core::client::corrupt_limit;
+    use repocast_sim::insider::Polluter;
+    let seed = seed_or(3);
+    let files = vec![("f.bin".to_string(), bytes(3 << 20, seed))];
+    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+    lan.listener(listener(0.2, 0.0), seed);
+    let mut satellite = listener(0.2, 0.0);
+    satellite.cfg.satellite = true;
+    lan.listener(satellite, seed + 1);
+    // One forged packet for every hundred of the pusher's, for 20 s.
+    lan.pollute(Polluter::untagged(0.01, seed));
+    lan.run(secs(20.0));
+    let r = &lan.reports()[0];
+    let delay = r.delay.expect("the listener ended");
+    assert!(delay < Duration::from_secs(10), "ended after {delay:?}");
+    let reason = (r.outcomes[0].result.as_ref()).expect_err("f.bin failed");
+    let n = corrupt_limit(2) + 1;
+    assert!(
+        reason.starts_with(&format!("{n} decoded blocks failed their hash")),
+        "{reason}"
+    );
+    let s = &lan.reports()[1];
+    assert!(s.files.is_empty(), "nothing verified under the attack");
+    lan.stop_polluting().expect("polluter");
+    lan.run(secs(30.0));
+    check_files(&lan.reports()[1], &files);
+}
+
 #[test]
 fn a_lossy_listener_needs_about_one_copy_of_a_coded_catalogue() {
     use repocast_core::endpoint::Dest;

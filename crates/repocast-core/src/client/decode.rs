@@ -208,10 +208,7 @@ impl Client {
             }
             DecodeOutcome::Short => it.decoders[b as usize] = Some(job.decoder),
             // A forged or corrupt symbol: start this block over.
-            DecodeOutcome::Corrupt => {
-                it.corrupt_blocks += 1;
-                self.stats.corrupt_blocks += 1;
-            }
+            DecodeOutcome::Corrupt => self.block_corrupt(item),
             // Its symbols are gone with the job: start over.
             DecodeOutcome::Lost | DecodeOutcome::Pending => {}
         }
@@ -425,6 +422,51 @@ mod tests {
         assert!(verified(&mut c).is_empty());
         feed(&mut c, &packets[0]);
         assert!(c.poll_decode().is_some());
+    }
+
+    /// Forged symbols that keep making its blocks fail their hash fail the
+    /// item, with the reason, once more than `corrupt_limit` have, where
+    /// the settings say so (a listener that drops out: push has no repair
+    /// budget to end it); otherwise it keeps collecting.
+    #[test]
+    fn an_item_whose_blocks_keep_failing_their_hash_fails() {
+        let (m, packets) = item(CodeKind::RaptorQ, 40, 2);
+        let limit = crate::client::corrupt_limit(2);
+        assert_eq!(limit, 14);
+        for fail in [true, false] {
+            let mut c = Client::new(ClientConfig {
+                decode_jobs: 2,
+                fail_on_forgery: fail,
+                ..ClientConfig::default()
+            });
+            c.subscribe(Instant::ZERO, vec![m.clone()]);
+            let mut failed = Vec::new();
+            for n in 1..=limit + 1 {
+                for p in &packets[(n % 2) as usize] {
+                    c.handle_data(Instant::ZERO, p);
+                }
+                let mut job = c.poll_decode().expect("job");
+                job.hash = [0; 32];
+                job.run();
+                c.decoded(job);
+                failed.extend(
+                    std::iter::from_fn(|| c.poll_event()).filter_map(|e| match e {
+                        ClientEvent::ItemFailed { reason, .. } => Some((n, reason)),
+                        _ => None,
+                    }),
+                );
+            }
+            assert_eq!(c.stats().corrupt_blocks, u64::from(limit) + 1);
+            if !fail {
+                assert!(failed.is_empty() && !c.is_finished(), "{failed:?}");
+                continue;
+            }
+            assert_eq!(failed.len(), 1, "{failed:?}");
+            assert_eq!(failed[0].0, limit + 1, "failed after {limit} more");
+            assert!(failed[0].1.contains("failed their hash"), "{}", failed[0].1);
+            assert!(c.is_finished());
+            assert!(c.poll_decode().is_none());
+        }
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub struct ClientConfig {
     /// its receiving path (`decode`); 0: every block is decoded where its
     /// last symbol arrives. A driver that sets it must run the jobs.
     pub decode_jobs: usize,
+    /// Fail an item once more than [`corrupt_limit`] of its decoded blocks
+    /// failed their hash (a listener that drops out: push has no repair
+    /// budget to end it). Off: keep collecting (request mode, where the
+    /// server's repair budget ends it; a satellite listener, which waits
+    /// an attack out).
+    pub fail_on_forgery: bool,
 }
 
 impl Default for ClientConfig {
@@ -72,6 +78,7 @@ impl Default for ClientConfig {
             end_grace: Duration::from_millis(200),
             loss_reports: false,
             decode_jobs: 0,
+            fail_on_forgery: false,
         }
     }
 }
@@ -168,6 +175,19 @@ pub struct Client {
 
 /// Most data packets held while waiting for manifests.
 pub const EARLY_PACKETS: usize = 4096;
+
+/// How many decoded blocks of an item of `blocks` blocks may fail their
+/// hash before the item fails: 3 a block, and 8 more. Only forged (or
+/// corrupt) symbols make a block fail its hash, and each failure throws
+/// the block's symbols away, so a steady stream of forged symbols on the
+/// data group (anyone can send them in push mode, any authorised client
+/// in request mode, unless the sender signs its symbols) would otherwise
+/// keep a receiver collecting for ever. Where one block's decode in three
+/// comes out clean (one forged symbol in about a thousand, at k = 1,000),
+/// an item still verifies with high odds within this.
+pub fn corrupt_limit(blocks: u32) -> u32 {
+    blocks.saturating_mul(3).saturating_add(8)
+}
 /// Packets of a transmission (sent since the first one heard) after which
 /// an early loss report goes out: enough to estimate a loss of a few
 /// percent to within one percentage point.
@@ -329,6 +349,26 @@ impl Client {
             if it.blocks_left == 0 && it.phase == ItemPhase::Receiving {
                 self.assembled(item);
             }
+        }
+    }
+
+    /// A decoded block of `item` failed its hash (its symbols are gone):
+    /// counted, and the item fails once more than [`corrupt_limit`] have.
+    pub(super) fn block_corrupt(&mut self, item: ItemId) {
+        self.stats.corrupt_blocks += 1;
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        it.corrupt_blocks += 1;
+        let n = it.corrupt_blocks;
+        if self.cfg.fail_on_forgery && n > corrupt_limit(it.decoded.len() as u32) {
+            self.abandon(
+                item,
+                format!(
+                    "{n} decoded blocks failed their hash: forged symbols on the data \
+                     group (a sender with --sign-symbols keeps them out)"
+                ),
+            );
         }
     }
 

@@ -222,9 +222,7 @@ impl Client {
             if !ok {
                 // A forged or corrupt symbol: start this block over.
                 it.decoders[b as usize] = None;
-                it.corrupt_blocks += 1;
-                self.stats.corrupt_blocks += 1;
-                return;
+                return self.block_corrupt(item);
             }
         }
         self.block_verified(item, b, bytes);

@@ -470,7 +470,10 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 None => return,
             },
         };
-        let mut cfg = ClientEndpointConfig::new(self.cfg.client.clone(), Want::Items(Vec::new()));
+        let mut client = self.cfg.client.clone();
+        // A satellite listener waits an attack of forged symbols out.
+        client.fail_on_forgery &= !self.cfg.satellite;
+        let mut cfg = ClientEndpointConfig::new(client, Want::Items(Vec::new()));
         cfg.memory_budget = self.cfg.memory_budget;
         cfg.idle_timeout = if self.cfg.satellite {
             // A satellite listener waits for the pusher however long.
