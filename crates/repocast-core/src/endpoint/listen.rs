@@ -20,10 +20,11 @@
 //! TIDDO (the default) finishes once every selected item has an outcome
 //! for the newest version it took: a file it verified that a newer version
 //! changed is received again, so it ends with one version's files, up to
-//! [`MAX_CHANGES_FOLLOWED`] changes of a file. In satellite mode the listener never finishes: a newer version is
-//! assembled while the current one is received, and once complete it
-//! replaces it; unchanged files already verified are kept, changed ones
-//! are received again. Data of one version never feeds another.
+//! [`MAX_CHANGES_FOLLOWED`] changes of a file. In satellite mode the
+//! listener never finishes: a newer version is assembled while the current
+//! one is received, and once complete it replaces it; unchanged files
+//! already verified are kept, changed ones are received again. Data of one
+//! version never feeds another.
 
 use super::Channel;
 use super::assembly::{Assembly, glob_match};
