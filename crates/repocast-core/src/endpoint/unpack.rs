@@ -22,15 +22,23 @@ pub struct UnpackJob {
     pub(super) members: Vec<PackMember>,
     work: Option<UnpackWork>,
     pub(super) results: Vec<Result<bool, StoreError>>,
+    /// The listener's version count when it was queued.
+    pub(super) generation: u64,
 }
 
 impl UnpackJob {
-    pub(super) fn new(pack: ItemId, members: Vec<PackMember>, work: UnpackWork) -> Self {
+    pub(super) fn new(
+        pack: ItemId,
+        members: Vec<PackMember>,
+        work: UnpackWork,
+        generation: u64,
+    ) -> Self {
         UnpackJob {
             pack,
             members,
             work: Some(work),
             results: Vec::new(),
+            generation,
         }
     }
 
