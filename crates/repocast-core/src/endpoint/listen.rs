@@ -57,9 +57,9 @@ pub const MAX_CHANGES_FOLLOWED: u32 = 4;
 /// Verified packs out being cut at once ([`ListenEndpoint::poll_unpack`]).
 /// Creating a file is mostly the disk's work, but not all of it: with
 /// disks of their own, the lab's listeners of a 10,000-file set took 8%
-/// less time with two at once (docs/benchmarks.md, session 41). Packs of one version never share a file; a newer
-/// version's wait until the older ones are back, so a file is never cut
-/// twice at once.
+/// less time with two at once (docs/benchmarks.md, session 41). Packs of
+/// one version never share a file; a newer version's jobs wait until the
+/// older version's are back, so a file is never cut twice at once.
 pub const CUT_JOBS: usize = 2;
 
 /// Listen endpoint settings.
