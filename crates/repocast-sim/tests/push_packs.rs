@@ -189,16 +189,23 @@ fn a_listener_naming_small_files_keeps_only_those() {
 fn a_listener_killed_midway_keeps_the_packs_it_verified() {
     let seed = seed_or(13);
     let files = site(seed, 600);
-    let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
-    let mut l = listener(0.0, 0.0);
-    // About 8.5 MB at 100 Mbit/s: a cycle of 0.75 s; killed in the middle
-    // of a pack's pass (at 0.4 s it would be between two, and lose
-    // nothing).
-    l.crash_at = Some(secs(0.5));
-    lan.listener(l, seed);
-    lan.listener(listener(0.0, 0.0), seed + 1);
-    lan.run(secs(60.0));
-    let reports = lan.reports();
+    // About 8.5 MB at 100 Mbit/s: a cycle of 0.75 s. The kill must fall in
+    // the middle of a pack's pass (between two it loses nothing, and the
+    // run is the same as one never killed): the first of these times that
+    // does, for this seed's set.
+    let run = |kill: f64| {
+        let mut lan = PushLan::new(config(), Identity::from_seed([7; 32]), 1, &files).expect("lan");
+        let mut l = listener(0.0, 0.0);
+        l.crash_at = Some(secs(kill));
+        lan.listener(l, seed);
+        lan.listener(listener(0.0, 0.0), seed + 1);
+        lan.run(secs(60.0));
+        lan.reports()
+    };
+    let reports = ([0.5, 0.45, 0.55, 0.4, 0.6].into_iter())
+        .map(run)
+        .find(|r| r[0].delay > r[1].delay)
+        .expect("a kill that left work");
     check_files(&reports[0], &files);
     check_files(&reports[1], &files);
     let (killed, whole) = (&reports[0], &reports[1]);
@@ -213,9 +220,7 @@ fn a_listener_killed_midway_keeps_the_packs_it_verified() {
     );
     // Blocks written: the same as a listener never killed.
     assert_eq!(killed.blocks_written, whole.blocks_written);
-    // It was killed with work left (it finished later) and with packs
-    // verified (it heard less than twice the set).
-    assert!(killed.delay > whole.delay);
+    // It was killed with packs verified (it heard less than twice the set).
     assert!(killed.data_heard < 2 * whole.data_heard);
 }
 
