@@ -1,11 +1,12 @@
 //! The listen endpoint: `repocast listen` as datagrams in, no back channel.
 //!
 //! A listener hears two groups. On the announcement group come the
-//! pusher's signed catalogue pieces: each is checked alone (signature,
-//! signer pinned with `--trust` or the first one seen, version no older
-//! than the newest seen) and assembled ([`super::assembly`]) until the
-//! version's catalogue is complete for the selected items (for files named
-//! without wildcards, once their own pieces are in). Then a
+//! pusher's signed catalogue pieces (`listen/intake.rs`): each is checked
+//! alone (signature, signer pinned with `--trust` or the first one seen,
+//! version no older than the newest seen) and assembled
+//! ([`super::assembly`]) until the version's catalogue is complete for the
+//! selected items (for files named without wildcards, once their own
+//! pieces are in). Then a
 //! [`ClientEndpoint`] in push mode receives those items from the data
 //! group: packets of the version's session only, decoded blocks checked
 //! against the signed block hashes and written to the [`BlockStore`]
@@ -14,8 +15,8 @@
 //! A selected file that travels in a pack makes the listener receive the
 //! pack; once it verifies, the store cuts out the selected members
 //! ([`BlockStore::unpack`]; off the receiving path as an [`UnpackJob`] if
-//! the store can, [`super::unpack`]), each checked against its own hash
-//! and given its own outcome.
+//! the store can, [`super::unpack`], queued in `listen/cuts.rs`), each
+//! checked against its own hash and given its own outcome.
 //!
 //! TIDDO (the default) finishes once every selected item has an outcome
 //! for the newest version it took: a file it verified that a newer version
@@ -26,8 +27,11 @@
 //! already verified are kept, changed ones are received again. Data of one
 //! version never feeds another.
 
+mod cuts;
+mod intake;
+
 use super::Channel;
-use super::assembly::{Assembly, glob_match};
+use super::assembly::Assembly;
 use super::catalogue_code::CatalogueDecoder;
 use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
 use super::store::{BlockStore, PackMember, StoreError};
@@ -35,9 +39,9 @@ use super::unpack::UnpackJob;
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
 use crate::wire::DataRepr;
-use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, HeadKind, Peek};
-use crate::wire::kind;
+use crate::wire::catalogue::HeadKind;
 use crate::{Instant, SessionId};
+use cuts::Cuts;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
@@ -69,7 +73,8 @@ pub struct ListenConfig {
     pub client: ClientConfig,
     /// The signer to accept; `None`: the first valid signer seen.
     pub trust: Option<PublicKey>,
-    /// Item name patterns to receive ([`glob_match`]); empty: all.
+    /// Item name patterns to receive
+    /// ([`super::assembly::glob_match`]); empty: all.
     pub select: Vec<String>,
     /// Stay tuned for new versions instead of finishing.
     pub satellite: bool,
@@ -182,18 +187,8 @@ pub struct ListenEndpoint<S: BlockStore> {
     names: BTreeMap<crate::ItemId, String>,
     /// The active version's packs being received: their selected members.
     packs: BTreeMap<crate::ItemId, Vec<PackMember>>,
-    /// Verified packs to cut out off the receiving path, and how many are
-    /// out (one at a time: file creation is the disk's, not the CPU's).
-    unpacks: VecDeque<UnpackJob>,
-    unpacks_out: usize,
-    /// Versions taken so far (each job is marked with it), and the one
-    /// whose jobs are out.
-    generation: u64,
-    out_generation: u64,
-    /// The members of those packs, by name, with their hashes: on their
-    /// way into place, so a newer version that has them does not receive
-    /// their pack again (their outcomes come with their job).
-    cutting: BTreeMap<String, [u8; 32]>,
+    /// Verified packs to cut out off the receiving path.
+    cuts: Cuts,
     events: VecDeque<ListenEvent>,
     /// Data packets held until their version's catalogue is complete.
     early: VecDeque<Vec<u8>>,
@@ -221,11 +216,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             changes: BTreeMap::new(),
             names: BTreeMap::new(),
             packs: BTreeMap::new(),
-            unpacks: VecDeque::new(),
-            unpacks_out: 0,
-            generation: 0,
-            out_generation: 0,
-            cutting: BTreeMap::new(),
+            cuts: Cuts::default(),
             events: VecDeque::new(),
             early: VecDeque::new(),
             early_bytes: 0,
@@ -311,165 +302,10 @@ impl<S: BlockStore> ListenEndpoint<S> {
         }
     }
 
-    fn on_piece(&mut self, now: Instant, bytes: &[u8]) {
-        // What could be of no use even if genuine is dropped before its
-        // signature is checked (about 50 µs each; a large catalogue's
-        // pieces outnumber what `verified` remembers, and repairs never
-        // repeat): the version being received, a piece of the coded
-        // version in assembly already held, and a repair of an older
-        // version or of one decoded.
-        if let Some(k) = Peek::of(bytes) {
-            let active = self.active.as_ref().is_some_and(|a| a.0 == k.version);
-            let held = |c: &CatalogueDecoder| {
-                c.version() == k.version && (c.is_done() || !k.repair && c.has(k.index))
-            };
-            let stale = k.repair && k.version < self.newest();
-            if active || stale || self.coded.as_ref().is_some_and(held) {
-                if stale {
-                    self.stats.stale += 1;
-                }
-                return;
-            }
-        }
-        let (key, body) = match auth::open_catalogue(&self.verified, bytes) {
-            Ok(x) => x,
-            Err(_) => {
-                // Not a signed piece (or a forged one): nothing from it.
-                self.stats.forged += 1;
-                return;
-            }
-        };
-        match self.signer {
-            Some(s) if s != key => {
-                self.stats.foreign += 1;
-                return;
-            }
-            Some(_) => {}
-            None => {
-                self.signer = Some(key);
-                self.events
-                    .push_back(ListenEvent::Signer { key, pinned: false });
-            }
-        }
-        if crate::wire::kind_of(body) == Some(kind::CATALOGUE_REPAIR) {
-            let Ok(r) = CatalogueRepair::parse(body) else {
-                self.stats.malformed += 1;
-                return;
-            };
-            // A repair of an older version, or of the one received, was
-            // dropped above (the peek read these same bytes).
-            self.stats.repairs += 1;
-            if let Some(c) = self.code(r.version, r.count, r.symbol_size) {
-                c.add_repair(&r);
-            }
-            self.decode_catalogue(now, key);
-            return;
-        }
-        let p = match CataloguePiece::parse(body) {
-            Ok(p) => p,
-            Err(_) => {
-                self.stats.malformed += 1;
-                return;
-            }
-        };
-        if p.symbol_size != 0 && self.fresh(p.version) {
-            if let Some(c) = self.code(p.version, p.count, p.symbol_size) {
-                c.add_piece(p.index, body);
-            }
-        }
-        self.take_piece(now, p);
-        self.decode_catalogue(now, key);
-    }
-
-    /// The newest version seen (or the floor a restarted listener keeps).
-    fn newest(&self) -> u64 {
-        (self.assembly.as_ref().map(|a| a.version))
-            .max(self.active.as_ref().map(|a| a.0))
-            .unwrap_or(0)
-            .max(self.cfg.min_version)
-    }
-
-    /// Whether a piece of `version` is of use: no older than the newest
-    /// seen, and not the version being received.
-    fn fresh(&self, version: u64) -> bool {
-        version >= self.newest() && self.active.as_ref().map(|a| a.0) != Some(version)
-    }
-
-    /// The decoder of `version`'s coded catalogue (a newer version's
-    /// replaces an older one's), unless its coding disagrees with what
-    /// came first or it would hold more than a quarter of the memory
-    /// budget (then its pieces are assembled one by one, uncoded).
-    fn code(
-        &mut self,
-        version: u64,
-        count: u32,
-        symbol_size: u16,
-    ) -> Option<&mut CatalogueDecoder> {
-        let bytes = count as u64 * symbol_size as u64;
-        if bytes > self.cfg.memory_budget / 4 {
-            return None;
-        }
-        if self.coded.as_ref().is_none_or(|c| c.version() < version) {
-            self.coded = Some(CatalogueDecoder::new(version, count, symbol_size));
-        }
-        self.coded
-            .as_mut()
-            .filter(|c| c.fits(version, count, symbol_size))
-    }
-
-    /// The pieces a coded catalogue decoded to, once it has: each taken
-    /// like a piece heard. They are the signer's own signed bytes (every
-    /// piece and repair they came from was checked under `key`).
-    fn decode_catalogue(&mut self, now: Instant, key: PublicKey) {
-        let Some(bodies) = self.coded.as_mut().and_then(CatalogueDecoder::decode) else {
-            return;
-        };
-        for b in bodies {
-            match CataloguePiece::parse(&b) {
-                Ok(p) if p.signer == key.to_bytes() => {
-                    self.stats.decoded_pieces += 1;
-                    self.take_piece(now, p);
-                }
-                _ => self.stats.malformed += 1,
-            }
-        }
-    }
-
-    /// Takes a checked piece (signature, signer) into the assembly of its
-    /// version, and starts receiving once the selected items are in.
-    fn take_piece(&mut self, now: Instant, p: CataloguePiece) {
-        if !self.fresh(p.version) {
-            if p.version < self.newest() {
-                self.stats.stale += 1;
-            }
-            return;
-        }
-        if self.assembly.as_ref().is_none_or(|a| a.version < p.version) {
-            self.assembly = Some(Assembly::new(&p));
-        }
-        let select = &self.cfg.select;
-        let Some(a) = self.assembly.as_mut() else {
-            return;
-        };
-        let wanted = |name: &str| select.is_empty() || select.iter().any(|g| glob_match(g, name));
-        match a.add(&p, wanted) {
-            Ok(()) => {}
-            Err(super::assembly::AssemblyError::TooLarge) => {
-                return self.end(super::assembly::AssemblyError::TooLarge.to_string());
-            }
-            Err(_) => self.stats.malformed += 1,
-        }
-        if a.is_complete(select) {
-            if let Some(a) = self.assembly.take() {
-                self.activate(now, a);
-            }
-        }
-    }
-
     /// Starts receiving a complete version.
     fn activate(&mut self, now: Instant, a: Assembly) {
         self.coded = self.coded.take().filter(|c| c.version() > a.version);
-        self.generation += 1;
+        self.cuts.next_version();
         let jobs = self.inner.as_ref().map(ClientEndpoint::jobs_out);
         let store = match self.inner.take() {
             Some(i) => {
@@ -651,7 +487,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// outcome).
     fn settled(&self, name: &str, hash: &[u8; 32]) -> bool {
         let verified = (self.results.get(name)).is_some_and(|(h, o)| h == hash && o.result.is_ok());
-        verified || self.cutting.get(name) == Some(hash)
+        verified || self.cuts.carries(name, hash)
     }
 
     /// Records the outcome of the file `name` (of the active version).
@@ -704,10 +540,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 let store = inner.store_mut();
                 match store.unpack_work(pack, &members) {
                     Some(work) => {
-                        let cut = members.iter().map(|m| (m.name.clone(), m.hash));
-                        self.cutting.extend(cut);
-                        let job = UnpackJob::new(pack, members, work, self.generation);
-                        return self.unpacks.push_back(job);
+                        return self.cuts.queue(pack, members, work);
                     }
                     None => store.unpack(pack, &members),
                 }
@@ -739,9 +572,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     reason: reason.clone(),
                 }));
             }
-            if self.cutting.get(&m.name) == Some(&m.hash) {
-                self.cutting.remove(&m.name);
-            }
+            self.cuts.landed(&m.name, &m.hash);
             // Its own hash: a job back after a newer version came says
             // what it put in place, not what the new version holds.
             self.record_as(m.name, m.hash, m.size, r);
@@ -753,28 +584,20 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// hand it back with [`ListenEndpoint::unpacked`]. The listener is not
     /// finished while one is waiting or out.
     pub fn poll_unpack(&mut self) -> Option<UnpackJob> {
-        let next = self.unpacks.front()?.generation;
-        let busy = self.unpacks_out > 0 && next != self.out_generation;
-        if busy || self.unpacks_out >= CUT_JOBS {
-            return None;
-        }
-        let job = self.unpacks.pop_front()?;
-        self.out_generation = next;
-        self.unpacks_out += 1;
-        Some(job)
+        self.cuts.poll()
     }
 
     /// Whether verified packs wait to be cut out, or one is out: a driver
     /// stopping a satellite listener finishes them first, so what verified
     /// is in place.
     pub fn unpacking(&self) -> bool {
-        self.unpacks_out > 0 || !self.unpacks.is_empty()
+        self.cuts.busy()
     }
 
     /// A job from [`ListenEndpoint::poll_unpack`], back: its members'
     /// outcomes.
     pub fn unpacked(&mut self, job: UnpackJob) {
-        self.unpacks_out = self.unpacks_out.saturating_sub(1);
+        self.cuts.back();
         let UnpackJob {
             members, results, ..
         } = job;
