@@ -73,7 +73,7 @@ fuzz_target!(|data: &[u8]| {
         jobs.extend(std::iter::from_fn(|| ep.poll_decode()));
         common::return_jobs(&mut jobs, op, |j| ep.decoded(now, j));
         cuts.extend(ep.poll_unpack());
-        common::return_jobs(&mut cuts, op ^ 0x10, |j| ep.unpacked(j));
+        common::return_jobs(&mut cuts, op ^ 0x10, |j| ep.unpacked(now, j));
         while ep.poll_event().is_some() {}
     }
     let outcomes = ep.outcomes();

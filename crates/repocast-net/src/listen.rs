@@ -241,7 +241,7 @@ pub async fn listen(
                 }
             }
             Some(job) = jobs.done() => ep.decoded(core_now(start), job),
-            Some(job) = unpacks.done() => ep.unpacked(job),
+            Some(job) = unpacks.done() => ep.unpacked(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             _ = stopping => break,
         }
@@ -253,7 +253,7 @@ pub async fn listen(
             unpacks.start(job);
         }
         match unpacks.done().await {
-            Some(job) => ep.unpacked(job),
+            Some(job) => ep.unpacked(core_now(start), job),
             None => break,
         }
     }

@@ -49,6 +49,11 @@ impl UnpackJob {
         }
     }
 
+    /// The files it cuts out.
+    pub fn members(&self) -> &[PackMember] {
+        &self.members
+    }
+
     /// Its thread panicked: no member was cut (each fails with a reason).
     pub fn lose(&mut self) {
         self.work = None;

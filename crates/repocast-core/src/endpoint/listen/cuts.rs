@@ -72,6 +72,12 @@ impl Cuts {
         self.carried.get(name) == Some(hash)
     }
 
+    /// Whether a job waiting or out is cutting `name` with other content
+    /// than `hash`.
+    pub(super) fn carries_other(&self, name: &str, hash: &[u8; 32]) -> bool {
+        self.carried.get(name).is_some_and(|h| h != hash)
+    }
+
     /// Whether jobs wait or are out.
     pub(super) fn busy(&self) -> bool {
         self.out > 0 || !self.waiting.is_empty()

@@ -3,7 +3,7 @@
 //! alone (signature, pinned or first signer, version no older than the
 //! newest seen) and assembled ([`crate::endpoint::assembly`]) until the
 //! selected items of a version are described; then the endpoint takes
-//! that version.
+//! that version, once no older pack cut could land over one of its files.
 
 use super::{ListenEndpoint, ListenEvent};
 use crate::Instant;
@@ -11,7 +11,8 @@ use crate::auth::{self, PublicKey};
 use crate::endpoint::assembly::{Assembly, AssemblyError, glob_match};
 use crate::endpoint::catalogue_code::CatalogueDecoder;
 use crate::endpoint::store::BlockStore;
-use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, Peek};
+use crate::wire::ManifestEntry;
+use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, HeadKind, ItemHead, Peek};
 use crate::wire::kind;
 
 impl<S: BlockStore> ListenEndpoint<S> {
@@ -163,10 +164,31 @@ impl<S: BlockStore> ListenEndpoint<S> {
             }
             Err(_) => self.stats.malformed += 1,
         }
-        if a.is_complete(select) {
-            if let Some(a) = self.assembly.take() {
-                self.activate(now, a);
-            }
+        if a.is_complete(select) && self.held != Some(a.version) {
+            self.take_when_clear(now);
+        }
+    }
+
+    /// Takes the complete version in assembly, unless it must wait for
+    /// older cuts still out: one of its files sent alone has a name an
+    /// older version's pack job is cutting with other content (taken now,
+    /// the new file could land first and the older content over it). Then
+    /// it is held (its data kept, as before a catalogue is complete) and
+    /// taken once those jobs are back.
+    pub(super) fn take_when_clear(&mut self, now: Instant) {
+        let Some(a) = self.assembly.as_ref() else {
+            return;
+        };
+        let clash = |(m, h): &(ManifestEntry, ItemHead)| {
+            h.kind != HeadKind::Pack && self.cuts.carries_other(&m.name, &m.hash)
+        };
+        if self.cuts.busy() && a.selected().iter().any(clash) {
+            self.held = Some(a.version);
+            return;
+        }
+        self.held = None;
+        if let Some(a) = self.assembly.take() {
+            self.activate(now, a);
         }
     }
 }

@@ -167,6 +167,9 @@ pub struct ListenEndpoint<S: BlockStore> {
     verified: auth::Verified,
     /// The version in assembly (newer than the active one).
     assembly: Option<Assembly>,
+    /// The version in assembly, complete but held until older pack cuts
+    /// are back (`take_when_clear`).
+    held: Option<u64>,
     /// Its pieces and repairs, when its catalogue is coded.
     coded: Option<CatalogueDecoder>,
     /// The version being received: its number, session and names.
@@ -206,6 +209,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
             verified: auth::Verified::new(),
             cfg,
             assembly: None,
+            held: None,
             coded: None,
             active: None,
             inner: None,
@@ -596,12 +600,15 @@ impl<S: BlockStore> ListenEndpoint<S> {
 
     /// A job from [`ListenEndpoint::poll_unpack`], back: its members'
     /// outcomes.
-    pub fn unpacked(&mut self, job: UnpackJob) {
+    pub fn unpacked(&mut self, now: Instant, job: UnpackJob) {
         self.cuts.back();
         let UnpackJob {
             members, results, ..
         } = job;
         self.cut(&Ok(()), members, results);
+        if self.held.is_some() {
+            self.take_when_clear(now);
+        }
     }
 
     /// Moves the receiver's events out, recording outcomes.
@@ -661,7 +668,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.drain();
         while let Some(mut job) = self.poll_unpack() {
             job.run();
-            self.unpacked(job);
+            self.unpacked(now, job);
         }
     }
 
