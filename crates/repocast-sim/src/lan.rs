@@ -82,6 +82,8 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         naks: a.naks + b.naks,
         hints: a.hints + b.hints,
         corrupt_blocks: a.corrupt_blocks + b.corrupt_blocks,
+        screened_blocks: a.screened_blocks + b.screened_blocks,
+        screens_failed: a.screens_failed + b.screens_failed,
         reopened: a.reopened + b.reopened,
         decode_jobs: a.decode_jobs + b.decode_jobs,
     }

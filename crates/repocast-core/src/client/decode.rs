@@ -21,7 +21,7 @@
 use super::Client;
 use super::item::ItemPhase;
 use crate::ItemId;
-use crate::fec::BlockDecoder;
+use crate::fec::{BlockDecoder, Rejected};
 
 /// Blocks out at once as decode jobs in what `get` and `listen` ship
 /// ([`crate::profile::Profile::Lan`], [`crate::profile::Profile::Push`]):
@@ -38,8 +38,18 @@ pub enum DecodeOutcome {
     /// Decoded, and the bytes match the block's hash.
     Verified,
     /// Decoded, but the bytes do not match the block's hash (a forged or
-    /// corrupt symbol).
+    /// corrupt symbol), and the decoder keeps its symbols to screen them
+    /// ([`crate::fec::BlockDecoder::reject`]): the block needs more.
+    Suspect,
+    /// Decoded, but the bytes do not match the block's hash, and the
+    /// decoder cannot screen its symbols: the block starts over.
     Corrupt,
+    /// Screened, and no share left out gave the block's bytes (more than
+    /// one bad symbol): the block starts over.
+    Exhausted,
+    /// Screened, and with one share left out the bytes match the block's
+    /// hash.
+    Screened,
     /// The symbols were not enough (RaptorQ fails at K symbols about once
     /// in 200 blocks): the block needs more.
     Short,
@@ -64,6 +74,8 @@ pub struct DecodeJob {
     /// The block's length (the last one is short) and hash.
     len: usize,
     hash: [u8; 32],
+    /// Whether bytes that fail their hash may be screened for.
+    screen: bool,
     bytes: Vec<u8>,
     outcome: DecodeOutcome,
 }
@@ -71,18 +83,9 @@ pub struct DecodeJob {
 impl DecodeJob {
     /// Decodes the block and checks it against its hash.
     pub fn run(&mut self) {
-        self.outcome = match self.decoder.try_decode() {
-            None => DecodeOutcome::Short,
-            Some(mut b) => {
-                let ok = block_matches(&mut b, self.len, &self.hash);
-                self.bytes = b;
-                if ok {
-                    DecodeOutcome::Verified
-                } else {
-                    DecodeOutcome::Corrupt
-                }
-            }
-        };
+        let hash = Some(&self.hash);
+        (self.outcome, self.bytes) =
+            decode_checked(self.decoder.as_mut(), self.len, hash, self.screen);
     }
 
     /// Marks the job as not run for good (its thread failed).
@@ -112,6 +115,54 @@ impl DecodeJob {
 pub(super) fn block_matches(bytes: &mut Vec<u8>, len: usize, hash: &[u8; 32]) -> bool {
     bytes.truncate(len);
     blake3::hash(bytes).as_bytes() == hash
+}
+
+/// Whether a block of `it` whose bytes fail their hash may have its
+/// symbols screened: while the item's screenings that found nothing are
+/// at most two more than those that found the bad share. Each costs up to
+/// eight more decodes, so under forged symbols too many for a screening
+/// to find (more than one in a block) the item soon goes back to
+/// starting such blocks over, and screening cannot be made to cost more
+/// than two decodes' worth per block it saved.
+fn may_screen(it: &super::item::ItemRx) -> bool {
+    it.screens_lost <= it.screens_won + 2
+}
+
+/// Decodes with `dec` and checks the bytes against the block's length
+/// and hash (`None`: nothing to check, the accounting codec). Bytes that
+/// fail are the decoder's to answer ([`BlockDecoder::reject`]): RaptorQ
+/// keeps its symbols, and once it holds an eighth more than K, tries
+/// with each share of them left out in turn, here, until one gives bytes
+/// that check. So one forged symbol costs a block an eighth more symbols
+/// and up to eight decodes, not all its symbols.
+pub(super) fn decode_checked(
+    dec: &mut dyn BlockDecoder,
+    len: usize,
+    hash: Option<&[u8; 32]>,
+    screen: bool,
+) -> (DecodeOutcome, Vec<u8>) {
+    for _ in 0..=crate::fec::raptorq::SCREEN_SHARES {
+        let Some(mut b) = dec.try_decode() else {
+            return (DecodeOutcome::Short, Vec::new());
+        };
+        let good = match hash {
+            None => DecodeOutcome::Verified,
+            Some(_) if dec.screening() => DecodeOutcome::Screened,
+            Some(_) => DecodeOutcome::Verified,
+        };
+        if hash.is_none_or(|h| block_matches(&mut b, len, h)) {
+            return (good, b);
+        }
+        let outcome = match dec.reject(screen) {
+            Rejected::Retry => continue,
+            Rejected::Collect => DecodeOutcome::Suspect,
+            Rejected::GiveUp => DecodeOutcome::Corrupt,
+            Rejected::Exhausted => DecodeOutcome::Exhausted,
+        };
+        return (outcome, Vec::new());
+    }
+    // A decoder that kept asking to retry: over.
+    (DecodeOutcome::Exhausted, Vec::new())
 }
 
 impl Client {
@@ -146,6 +197,7 @@ impl Client {
             decoder: dec,
             len: layout.block_len(b) as usize,
             hash,
+            screen: may_screen(it),
             bytes: Vec::new(),
             outcome: DecodeOutcome::Pending,
         });
@@ -201,16 +253,79 @@ impl Client {
         if job.outcome == DecodeOutcome::Pending {
             job.run();
         }
-        match job.outcome {
-            DecodeOutcome::Verified => {
-                self.stats.decode_jobs += 1;
-                self.block_verified(item, b, job.bytes);
+        if matches!(
+            job.outcome,
+            DecodeOutcome::Verified | DecodeOutcome::Screened
+        ) {
+            self.stats.decode_jobs += 1;
+        }
+        self.take_decoded(item, b, job.decoder, job.outcome, job.bytes);
+    }
+
+    /// Block `b` of `item`, whose decoder `dec` (out of its slot) is
+    /// ready: decoded and checked here.
+    pub(super) fn decode_in_place(&mut self, item: ItemId, b: u32, mut dec: Box<dyn BlockDecoder>) {
+        let payloads = self.cfg.payloads;
+        let Some(it) = self.items.get(&item) else {
+            return;
+        };
+        let (Some(layout), Some(m)) = (it.layout, it.manifest.as_ref()) else {
+            return;
+        };
+        let len = layout.block_len(b) as usize;
+        let hash = m.block_hashes.get(b as usize).copied();
+        if payloads && hash.is_none() {
+            // Nothing to check it against: it cannot verify.
+            return self.block_corrupt(item);
+        }
+        let (hash, screen) = (hash.as_ref().filter(|_| payloads), may_screen(it));
+        let (outcome, bytes) = decode_checked(dec.as_mut(), len, hash, screen);
+        self.take_decoded(item, b, dec, outcome, bytes);
+    }
+
+    /// What decoding block `b` of `item` came to (here or in a job): the
+    /// block taken, its decoder back in its slot for more symbols, or the
+    /// block started over (its failure counted).
+    fn take_decoded(
+        &mut self,
+        item: ItemId,
+        b: u32,
+        dec: Box<dyn BlockDecoder>,
+        outcome: DecodeOutcome,
+        bytes: Vec<u8>,
+    ) {
+        let Some(slot) = (self.items.get_mut(&item)).and_then(|it| it.decoders.get_mut(b as usize))
+        else {
+            return;
+        };
+        match outcome {
+            DecodeOutcome::Verified => self.block_verified(item, b, bytes),
+            DecodeOutcome::Screened => {
+                self.stats.screened_blocks += 1;
+                if let Some(it) = self.items.get_mut(&item) {
+                    it.screens_won += 1;
+                }
+                self.block_verified(item, b, bytes);
             }
-            DecodeOutcome::Short => it.decoders[b as usize] = Some(job.decoder),
-            // A forged or corrupt symbol: start this block over.
-            DecodeOutcome::Corrupt => self.block_corrupt(item),
+            DecodeOutcome::Short => *slot = Some(dec),
+            // A forged or corrupt symbol: screened, or the block over.
+            DecodeOutcome::Suspect => {
+                *slot = Some(dec);
+                self.block_corrupt(item);
+            }
+            DecodeOutcome::Corrupt => {
+                *slot = None;
+                self.block_corrupt(item);
+            }
+            DecodeOutcome::Exhausted => {
+                *slot = None;
+                self.stats.screens_failed += 1;
+                if let Some(it) = self.items.get_mut(&item) {
+                    it.screens_lost += 1;
+                }
+            }
             // Its symbols are gone with the job: start over.
-            DecodeOutcome::Lost | DecodeOutcome::Pending => {}
+            DecodeOutcome::Lost | DecodeOutcome::Pending => *slot = None,
         }
     }
 }
@@ -231,6 +346,17 @@ mod tests {
     /// its manifest, and every block's packets: the source symbols but
     /// every fifth, then as many repair symbols, so each decode has work.
     fn item(code: CodeKind, k: u32, blocks: u32) -> (ManifestEntry, Vec<Vec<DataRepr>>) {
+        item_and_more(code, k, blocks, 0)
+    }
+
+    /// As [`item`], with `more` further repair symbols of each block after
+    /// its packets.
+    fn item_and_more(
+        code: CodeKind,
+        k: u32,
+        blocks: u32,
+        more: u32,
+    ) -> (ManifestEntry, Vec<Vec<DataRepr>>) {
         let size = (k * blocks) as u64 * T as u64 - 100;
         let data: Vec<u8> = (0..size).map(|i| (i * 7 + i / 251) as u8).collect();
         let fec = FecParams {
@@ -249,7 +375,9 @@ mod tests {
             let mut padded = bytes.to_vec();
             padded.resize(kb as usize * T as usize, 0);
             let mut enc = code.encoder(kb, T, padded).expect("encoder");
-            let ids = (0..kb).filter(|i| i % 5 != 0).chain(kb..kb + kb / 5 + 2);
+            let ids = (0..kb)
+                .filter(|i| i % 5 != 0)
+                .chain(kb..kb + kb / 5 + 2 + more);
             packets.push(
                 ids.map(|symbol| {
                     let mut payload = Vec::new();
@@ -410,7 +538,9 @@ mod tests {
         assert_eq!(verified(&mut c).len(), 1);
         assert_eq!(c.stats().corrupt_blocks, 0);
 
-        // Corrupt (the bytes fail the block's hash): counted, and over.
+        // Corrupt (the bytes fail the block's hash, and Reed-Solomon
+        // cannot screen its symbols): counted, and over.
+        let (m, packets) = item(CodeKind::ReedSolomon, 40, 1);
         let mut c = client(2, &m);
         feed(&mut c, &packets[0]);
         let mut job = c.poll_decode().expect("job");
@@ -428,9 +558,93 @@ mod tests {
     /// item, with the reason, once more than `corrupt_limit` have, where
     /// the settings say so (a listener that drops out: push has no repair
     /// budget to end it); otherwise it keeps collecting.
+    /// One forged symbol among a RaptorQ block's: the decode fails its
+    /// hash, the decoder keeps its symbols and asks for an eighth more
+    /// than K; then one of the decodes with a share left out verifies.
+    /// Two forged symbols in different shares: no share gives the block,
+    /// which starts over. In place and as a job alike.
+    #[test]
+    fn a_forged_symbol_is_screened_out_of_a_block() {
+        let k = 200;
+        let (m, packets) = item_and_more(CodeKind::RaptorQ, k, 1, k / 3);
+        let first = k as usize + 2;
+        for (jobs, forged) in [
+            (2, vec![7]),
+            (0, vec![7]),
+            (2, vec![7, 12]),
+            (0, vec![7, 12]),
+        ] {
+            let mut c = client(jobs, &m);
+            for (i, p) in packets[0].iter().enumerate() {
+                let mut p = p.clone();
+                if forged.contains(&i) {
+                    p.payload[3] ^= 0x5a;
+                }
+                c.handle_data(Instant::ZERO, &p);
+                while let Some(mut job) = c.poll_decode() {
+                    job.run();
+                    c.decoded(job);
+                }
+                if i + 1 == first {
+                    // The first decode failed its hash; its symbols kept.
+                    assert_eq!(c.stats().corrupt_blocks, 1, "{jobs} {forged:?}");
+                    let need = c.items.get(&ITEM).and_then(|i| i.block_need(0));
+                    let need = need.map_or(0, |n| n.count);
+                    assert!((20..=40).contains(&need), "{need} more asked");
+                    assert_eq!(c.held_symbols(ITEM, 0), first as u32);
+                }
+            }
+            let got = verified(&mut c).len();
+            if forged.len() == 1 {
+                assert_eq!(got, 1, "{jobs}: screened and verified");
+                assert_eq!(c.stats().screened_blocks, 1);
+                assert_eq!(c.stats().screens_failed, 0);
+            } else {
+                assert_eq!(got, 0, "{jobs}: two bad shares");
+                assert_eq!(c.stats().screens_failed, 1);
+                // Started over: K symbols needed again.
+                let need = c.items.get(&ITEM).and_then(|i| i.block_need(0));
+                let need = need.map_or(0, |n| n.count);
+                assert!(need >= k - 40, "{need} needed");
+            }
+            assert_eq!(c.stats().corrupt_blocks, 1);
+        }
+    }
+
+    /// Forged symbols too many for a screening to find (two in a block,
+    /// again and again): after three screenings that found nothing and
+    /// none that found the bad share, the item's blocks start over
+    /// without one (each costs up to eight more decodes).
+    #[test]
+    fn screenings_that_keep_finding_nothing_stop() {
+        let k = 200;
+        let (m, packets) = item_and_more(CodeKind::RaptorQ, k, 1, k / 3);
+        let mut c = client(2, &m);
+        for round in 0..8 {
+            for (i, p) in packets[0].iter().enumerate() {
+                let mut p = p.clone();
+                // Two forged in every eight packets' window.
+                if i % 8 == 3 || i % 8 == 6 {
+                    p.payload[3] ^= 0x5a;
+                }
+                c.handle_data(Instant::ZERO, &p);
+                while let Some(mut job) = c.poll_decode() {
+                    job.run();
+                    c.decoded(job);
+                }
+            }
+            assert!(verified(&mut c).is_empty(), "round {round}");
+        }
+        let s = c.stats();
+        assert_eq!((s.screened_blocks, s.screens_failed), (0, 3), "{s:?}");
+        assert!(s.corrupt_blocks >= 6, "{s:?}");
+    }
+
     #[test]
     fn an_item_whose_blocks_keep_failing_their_hash_fails() {
-        let (m, packets) = item(CodeKind::RaptorQ, 40, 2);
+        // Reed-Solomon: each failure starts its block over (RaptorQ
+        // screens first, above; the count is the same).
+        let (m, packets) = item(CodeKind::ReedSolomon, 40, 2);
         let limit = crate::client::corrupt_limit(2);
         assert_eq!(limit, 14);
         for fail in [true, false] {

@@ -79,6 +79,10 @@ pub struct ItemRx {
     /// NAK due for this transmission at this time.
     pub report_due: Option<(Instant, TransmissionId)>,
     pub corrupt_blocks: u32,
+    /// Screenings of rejected blocks' symbols that found the bad share,
+    /// and those that did not (`Client::may_screen`).
+    pub screens_won: u32,
+    pub screens_lost: u32,
     /// Item-done report held until the driver confirms the whole hash.
     pub done_report: Option<crate::wire::ClientMsg>,
     /// Symbols held by blocks the driver evicted to disk, per block.
@@ -107,6 +111,8 @@ impl ItemRx {
             listening: None,
             report_due: None,
             corrupt_blocks: 0,
+            screens_won: 0,
+            screens_lost: 0,
             done_report: None,
             evicted: Default::default(),
             decoding: Default::default(),

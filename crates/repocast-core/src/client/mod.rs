@@ -125,6 +125,12 @@ pub struct ClientStats {
     pub hints: u64,
     /// Blocks whose decoded bytes failed their hash.
     pub corrupt_blocks: u64,
+    /// Of those, blocks whose symbols were screened and verified with one
+    /// share left out.
+    pub screened_blocks: u64,
+    /// And screenings in which no share left out gave the block (more
+    /// than one bad symbol): started over.
+    pub screens_failed: u64,
     /// Transmissions taken back up after they seemed to end (another
     /// transmission interrupted them: `reopen`).
     pub reopened: u64,
@@ -352,8 +358,9 @@ impl Client {
         }
     }
 
-    /// A decoded block of `item` failed its hash (its symbols are gone):
-    /// counted, and the item fails once more than [`corrupt_limit`] have.
+    /// A decoded block of `item` failed its hash (its symbols screened, or
+    /// gone): counted, and the item fails once more than [`corrupt_limit`]
+    /// have.
     pub(super) fn block_corrupt(&mut self, item: ItemId) {
         self.stats.corrupt_blocks += 1;
         let Some(it) = self.items.get_mut(&item) else {

@@ -158,18 +158,8 @@ impl Client {
             return true;
         }
         if let Some(dec) = it.decoders[b as usize].take() {
-            if let Err(mut dec) = self.offer_decode(p.item, b, dec) {
-                let bytes = dec.try_decode();
-                if let Some(slot) = self
-                    .items
-                    .get_mut(&p.item)
-                    .and_then(|it| it.decoders.get_mut(b as usize))
-                {
-                    *slot = Some(dec);
-                }
-                if let Some(bytes) = bytes {
-                    self.block_decoded(p.item, b, bytes);
-                }
+            if let Err(dec) = self.offer_decode(p.item, b, dec) {
+                self.decode_in_place(p.item, b, dec);
             }
         }
         true
@@ -203,29 +193,6 @@ impl Client {
                 hold_us: 0,
             });
         }
-    }
-
-    /// Block `b` of `item` decoded here: checked against its hash, then
-    /// taken ([`Client::block_verified`]) or started over.
-    pub(super) fn block_decoded(&mut self, item: ItemId, b: u32, mut bytes: Vec<u8>) {
-        let payloads = self.cfg.payloads;
-        let Some(it) = self.items.get_mut(&item) else {
-            return;
-        };
-        let (Some(layout), Some(m)) = (it.layout, it.manifest.as_ref()) else {
-            return;
-        };
-        if payloads {
-            let len = layout.block_len(b) as usize;
-            let ok = (m.block_hashes.get(b as usize))
-                .is_some_and(|h| super::decode::block_matches(&mut bytes, len, h));
-            if !ok {
-                // A forged or corrupt symbol: start this block over.
-                it.decoders[b as usize] = None;
-                return self.block_corrupt(item);
-            }
-        }
-        self.block_verified(item, b, bytes);
     }
 
     /// Block `b` of `item` decoded and matching its hash (here or in a

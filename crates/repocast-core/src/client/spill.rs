@@ -47,7 +47,9 @@ impl Client {
             it.decoders.get(block as usize).and_then(|d| d.as_ref()),
             it.layout,
         ) {
-            (Some(d), Some(l)) => l.block_symbols(block).saturating_sub(d.needed()),
+            (Some(d), Some(l)) => {
+                (d.held()).unwrap_or_else(|| l.block_symbols(block).saturating_sub(d.needed()))
+            }
             _ => 0,
         }
     }
@@ -101,15 +103,17 @@ impl Client {
         if it.phase != ItemPhase::Receiving || it.decoded.get(block as usize).is_none_or(|d| *d) {
             return;
         }
-        let mut decoded = None;
-        if let Some(dec) = it.decoder(block, payloads, &mut self.rng) {
-            for (esi, bytes) in &symbols {
-                dec.add(*esi, Some(bytes));
-            }
-            decoded = dec.try_decode();
+        let Some(dec) = it.decoder(block, payloads, &mut self.rng) else {
+            return;
+        };
+        for (esi, bytes) in &symbols {
+            dec.add(*esi, Some(bytes));
         }
-        if let Some(bytes) = decoded {
-            self.block_decoded(item, block, bytes);
+        if !dec.ready() {
+            return;
+        }
+        if let Some(dec) = it.decoders.get_mut(block as usize).and_then(Option::take) {
+            self.decode_in_place(item, block, dec);
         }
     }
 }

@@ -222,12 +222,49 @@ pub trait BlockDecoder: Send {
     fn ready(&self) -> bool {
         self.needed() == 0
     }
+    /// Symbols held in memory, if the decoder counts them (a screening
+    /// RaptorQ decoder holds more than K); otherwise K less
+    /// [`BlockDecoder::needed`] is the measure.
+    fn held(&self) -> Option<u32> {
+        None
+    }
+    /// The bytes [`BlockDecoder::try_decode`] gave last failed their check
+    /// (a forged or corrupt symbol among those held): what the decoder
+    /// does about it. The default gives up (the caller starts the block
+    /// over), as any decoder does unless `screen`; RaptorQ keeps its
+    /// symbols and screens them ([`Rejected::Collect`], then
+    /// [`Rejected::Retry`]).
+    fn reject(&mut self, _screen: bool) -> Rejected {
+        Rejected::GiveUp
+    }
+    /// Whether it is screening (its last bytes were rejected): bytes it
+    /// gives now come from its symbols with a share left out.
+    fn screening(&self) -> bool {
+        false
+    }
     /// Hands over the symbols held so far (id, bytes) and forgets them, so a
     /// driver can keep them on disk; `None` if this decoder cannot (the
     /// XOR and exact baselines, accounting mode, or a block about to decode).
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
         None
     }
+}
+
+/// What a decoder does after its bytes failed their check
+/// ([`BlockDecoder::reject`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rejected {
+    /// Nothing: the caller drops it and starts the block over.
+    GiveUp,
+    /// It keeps its symbols and needs more before it tries again, each
+    /// try leaving out another share of them.
+    Collect,
+    /// It has another share to leave out: try again now.
+    Retry,
+    /// Every share was left out in turn and none gave the block's bytes
+    /// (more than one bad symbol): it has forgotten its symbols and the
+    /// block starts over.
+    Exhausted,
 }
 
 /// Symbols a fountain-code block still needs: none once decoded, `k -

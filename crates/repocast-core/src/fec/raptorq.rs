@@ -9,7 +9,7 @@
 //! [`FAIL_AT_K1`]; see `docs/benchmarks.md`) drive the accounting codec's
 //! model of it ([`super::accounting`]).
 
-use super::{BlockDecoder, BlockEncoder, IdSet};
+use super::{BlockDecoder, BlockEncoder, IdSet, Rejected};
 use raptorq::{
     EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder,
     SourceBlockEncoder, SourceBlockEncodingPlan,
@@ -126,17 +126,31 @@ impl BlockEncoder for RaptorQEncoder {
     }
 }
 
+/// Shares a rejected block's symbols are screened in
+/// ([`RaptorQDecoder::reject`]): each try leaves one out, so one forged
+/// symbol among them is found with an eighth more symbols than K and at
+/// most eight more decodes.
+pub const SCREEN_SHARES: usize = 8;
+
 /// RaptorQ decoder for one block.
 pub struct RaptorQDecoder {
     k: u32,
     symbol_size: usize,
     held: IdSet,
-    /// Symbols kept until a decode is tried (K held); then raptorq's
-    /// decoder is built and fed. Until then the block can be evicted
-    /// (spilled to disk).
-    pending: Vec<(u32, Vec<u8>)>,
-    inner: Option<SourceBlockDecoder>,
+    /// Every symbol held, in arrival order, until the block's bytes are
+    /// taken: each decode builds raptorq's decoder from copies, so one
+    /// that fails (short of rank, or bytes that fail their hash) keeps
+    /// them. Until a decode is tried the block can be evicted (spilled to
+    /// disk).
+    symbols: Vec<(u32, Vec<u8>)>,
+    /// Symbols held at the last try that came short: the next waits for
+    /// more.
+    tried: usize,
     decoded: bool,
+    /// After bytes failed their check: the share of the symbols (those
+    /// whose arrival index is this modulo [`SCREEN_SHARES`]) the next try
+    /// leaves out.
+    screen: Option<usize>,
 }
 
 impl RaptorQDecoder {
@@ -146,10 +160,39 @@ impl RaptorQDecoder {
             k: k.clamp(1, MAX_K),
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            pending: Vec::new(),
-            inner: None,
+            symbols: Vec::new(),
+            tried: 0,
             decoded: false,
+            screen: None,
         }
+    }
+
+    /// Symbols a screening needs: with any one share left out, K + 1
+    /// (which fails about once in 24,000 decodes).
+    fn screen_needs(&self) -> usize {
+        let k = self.k as usize + 1;
+        let mut n = (k * SCREEN_SHARES).div_ceil(SCREEN_SHARES - 1);
+        while n - n.div_ceil(SCREEN_SHARES) < k {
+            n += 1;
+        }
+        n
+    }
+
+    /// Solves from the symbols held but those of share `out`.
+    fn solve(&self, out: Option<usize>) -> Option<Vec<u8>> {
+        let (k, t) = (self.k, self.symbol_size as u16);
+        let mut dec = SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64);
+        // Every symbol is validated (length, id range, fresh id), so
+        // raptorq's asserts cannot fire.
+        let pkts = (self.symbols.iter().enumerate())
+            .filter(|(i, _)| out != Some(i % SCREEN_SHARES))
+            .map(|(_, (e, b))| EncodingPacket::new(PayloadId::new(0, *e), b.clone()));
+        dec.decode(pkts)
+    }
+
+    /// Forgets every symbol: the block starts over.
+    fn start_over(&mut self) {
+        *self = RaptorQDecoder::new(self.k, self.symbol_size as u16);
     }
 }
 
@@ -164,11 +207,15 @@ impl BlockDecoder for RaptorQDecoder {
         if !self.held.insert(esi) {
             return false;
         }
-        self.pending.push((esi, p.to_vec()));
+        self.symbols.push((esi, p.to_vec()));
         true
     }
 
     fn needed(&self) -> u32 {
+        if self.screen.is_some() && !self.decoded {
+            let n = self.screen_needs().max(self.tried + 1);
+            return n.saturating_sub(self.symbols.len()) as u32;
+        }
         super::fountain_needed(self.decoded, self.held.len(), self.k)
     }
 
@@ -176,40 +223,83 @@ impl BlockDecoder for RaptorQDecoder {
         self.held.missing_below(self.k)
     }
 
+    fn held(&self) -> Option<u32> {
+        Some(self.symbols.len() as u32)
+    }
+
     fn ready(&self) -> bool {
-        !self.decoded && self.held.len() >= self.k && !self.pending.is_empty()
+        let n = self.symbols.len();
+        let enough = match self.screen {
+            Some(_) => n >= self.screen_needs(),
+            None => self.held.len() >= self.k,
+        };
+        !self.decoded && enough && n > self.tried
     }
 
     /// Solves once K symbols are held (the work of a decode, a few
     /// milliseconds a block); after a failed attempt, again with each
-    /// symbol added since.
+    /// symbol added since. Screening, each share left out in turn until
+    /// one solves (if none does, the block starts over).
     fn try_decode(&mut self) -> Option<Vec<u8>> {
         if !self.ready() {
             return None;
         }
-        let (k, t) = (self.k, self.symbol_size as u16);
-        let dec = self
-            .inner
-            .get_or_insert_with(|| SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64));
-        // Every symbol is validated (length, id range, fresh id), so
-        // raptorq's asserts cannot fire.
-        let pkts = self
-            .pending
-            .drain(..)
-            .map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b));
-        let bytes = dec.decode(pkts)?;
-        self.decoded = true;
-        self.inner = None;
-        Some(bytes)
+        let Some(first) = self.screen else {
+            let bytes = self.solve(None);
+            self.decoded = bytes.is_some();
+            self.tried = self.symbols.len();
+            return bytes;
+        };
+        for out in first..SCREEN_SHARES {
+            if let Some(b) = self.solve(Some(out)) {
+                self.screen = Some(out);
+                self.decoded = true;
+                return Some(b);
+            }
+        }
+        self.start_over();
+        None
+    }
+
+    /// Bytes that failed their check: the first time (if `screen`; if not,
+    /// the block starts over, [`Rejected::GiveUp`]), the symbols are kept
+    /// and more collected ([`Rejected::Collect`]); then each try
+    /// leaves out the next share ([`Rejected::Retry`]) until none is left
+    /// ([`Rejected::Exhausted`], the symbols forgotten).
+    fn reject(&mut self, screen: bool) -> Rejected {
+        self.decoded = false;
+        match self.screen {
+            None if !screen => {
+                self.start_over();
+                Rejected::GiveUp
+            }
+            None => {
+                self.screen = Some(0);
+                self.tried = self.symbols.len();
+                Rejected::Collect
+            }
+            Some(out) if out + 1 < SCREEN_SHARES => {
+                self.screen = Some(out + 1);
+                Rejected::Retry
+            }
+            Some(_) => {
+                self.start_over();
+                Rejected::Exhausted
+            }
+        }
+    }
+
+    fn screening(&self) -> bool {
+        self.screen.is_some()
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        // Only before raptorq has them (fewer than K held).
-        if self.decoded || self.inner.is_some() {
+        // Only before a decode was tried.
+        if self.decoded || self.tried > 0 || self.screen.is_some() {
             return None;
         }
         self.held = IdSet::default();
-        Some(std::mem::take(&mut self.pending))
+        Some(std::mem::take(&mut self.symbols))
     }
 }
 
