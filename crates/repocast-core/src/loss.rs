@@ -1,6 +1,6 @@
 //! Seeded packet-loss models: Bernoulli and two-state Gilbert-Elliott.
 //!
-//! Used by the in-process [`crate::harness`], by the simulator's links and by
+//! Used by the in-process harness, by the simulator's links and by
 //! the network layer's loss emulation, so all three lose packets the same way.
 
 use crate::rng::Rng;

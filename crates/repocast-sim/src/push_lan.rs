@@ -9,6 +9,7 @@
 use crate::source::MemorySource;
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
+use repocast_core::client::ClientStats;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpointStats, Outcome};
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats};
@@ -52,6 +53,9 @@ pub struct PushReport {
     pub stats: ListenStats,
     /// Counters of that endpoint's receiver (memory, spill), if it began.
     pub receiver: Option<ClientEndpointStats>,
+    /// Counters of that receiver's state machine (decodes, blocks that
+    /// failed their hash, screenings), if it began.
+    pub client: Option<ClientStats>,
     /// Catalogue versions it took, in order.
     pub versions: Vec<u64>,
 }
@@ -315,9 +319,9 @@ impl PushLan {
     pub fn reports(&self) -> Vec<PushReport> {
         (self.hosts.iter())
             .map(|h| {
-                let receiver = (h.ep.as_ref())
-                    .and_then(|e| e.receiver())
-                    .map(|r| r.stats());
+                let inner = h.ep.as_ref().and_then(|e| e.receiver());
+                let receiver = inner.map(|r| r.stats());
+                let client = inner.map(|r| r.client_stats());
                 let (outcomes, files, stats, written) = match &h.ep {
                     Some(e) => {
                         let store = e.store();
@@ -339,6 +343,7 @@ impl PushLan {
                     blocks_written: h.blocks_written + written,
                     stats,
                     receiver,
+                    client,
                     versions: h.versions.clone(),
                 }
             })

@@ -9,7 +9,9 @@
 //! thread and hands it back ([`Client::decoded`]). The machine meanwhile
 //! takes no symbols for the block and asks for none. A decode that fails
 //! (a RaptorQ block short of rank) puts the decoder back to take more
-//! symbols, a block whose bytes fail their hash starts over, and a job
+//! symbols; a RaptorQ block whose bytes fail their hash keeps its symbols
+//! to screen them for the bad one (`decode_checked`), any other starts
+//! over; and a job
 //! for a block the machine no longer waits on (its item failed, the
 //! block was resumed from disk meanwhile, or the job is a replaced
 //! client's: [`Client::carry_jobs`]) is dropped.

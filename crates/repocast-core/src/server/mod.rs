@@ -360,7 +360,7 @@ impl Server {
 
     /// A new request connection opened from `peer`: its loss estimate
     /// starts from what connections from that address reported before
-    /// ([`hosts`]).
+    /// (`hosts`).
     pub fn handle_connect_from(
         &mut self,
         _now: Instant,

@@ -508,7 +508,7 @@ pub fn entry_len(e: &PieceEntry) -> usize {
 }
 
 /// Cuts one item's description into entries that each fit a piece of
-/// about [`PACKED_TARGET`] bytes alone: the head and as many block hashes
+/// about `PACKED_TARGET` bytes alone: the head and as many block hashes
 /// as fit, then the rest of the hashes. An item of one block carries no
 /// block hash (its block's is the item's).
 pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<PieceEntry> {
@@ -544,7 +544,7 @@ pub fn split_item(item: ItemId, head: ItemHead, hashes: &[[u8; 32]]) -> Vec<Piec
         .collect()
 }
 
-/// Packs `entries`, in order, into pieces of at most [`PACKED_TARGET`]
+/// Packs `entries`, in order, into pieces of at most `PACKED_TARGET`
 /// bytes with their signature (an entry too large for one alone gets a
 /// piece of its own), numbered in order. `base` gives every other field;
 /// with no entries, it is the one piece of an empty version.

@@ -12,7 +12,7 @@
 //!
 //! - **An item whose blocks fit the budget** keeps its encoders across
 //!   passes (least recently used out first), and
-//!   [`EncoderCache::prepare_one`] lets the Fcast order ([`super::fcast`])
+//!   [`EncoderCache::prepare_one`] lets the Fcast order (`super::fcast`)
 //!   do that work one block at a time, spread over a pass of source
 //!   symbols, where pacing leaves the time for it.
 //! - **A larger item is streamed**: its source symbols are read from the
