@@ -16,6 +16,8 @@ use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, HeadKind, ItemHead
 use crate::wire::kind;
 
 impl<S: BlockStore> ListenEndpoint<S> {
+    /// A datagram from the announcement group: a catalogue piece, or a
+    /// repair of a coded catalogue.
     pub(super) fn on_piece(&mut self, now: Instant, bytes: &[u8]) {
         // What could be of no use even if genuine is dropped before its
         // signature is checked (about 50 µs each; a large catalogue's
