@@ -143,8 +143,9 @@ pub struct RaptorQDecoder {
     /// them. Until a decode is tried the block can be evicted (spilled to
     /// disk).
     symbols: Vec<(u32, Vec<u8>)>,
-    /// Symbols held at the last try that came short: the next waits for
-    /// more.
+    /// Symbols held at the last try without a screen (one that came
+    /// short, or whose bytes were then rejected): the next waits for more.
+    /// Zero until a decode is tried, and again once the block starts over.
     tried: usize,
     decoded: bool,
     /// After bytes failed their check: the share of the symbols (those
@@ -275,7 +276,6 @@ impl BlockDecoder for RaptorQDecoder {
             }
             None => {
                 self.screen = Some(0);
-                self.tried = self.symbols.len();
                 Rejected::Collect
             }
             Some(out) if out + 1 < SCREEN_SHARES => {
@@ -294,8 +294,9 @@ impl BlockDecoder for RaptorQDecoder {
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        // Only before a decode was tried.
-        if self.decoded || self.tried > 0 || self.screen.is_some() {
+        // Only before a decode was tried (a decoded or screening decoder
+        // has tried one).
+        if self.tried > 0 {
             return None;
         }
         self.held = IdSet::default();
