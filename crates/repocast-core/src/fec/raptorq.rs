@@ -132,6 +132,42 @@ impl BlockEncoder for RaptorQEncoder {
 /// most eight more decodes.
 pub const SCREEN_SHARES: usize = 8;
 
+/// Symbols in a chunk of [`Symbols`], at most.
+const CHUNK_SYMBOLS: usize = 64;
+
+/// One block's symbols in arrival order, copied into chunks of up to
+/// [`CHUNK_SYMBOLS`] (never more than the block's K), so a symbol costs a
+/// copy and no allocation of its own: a listener takes thousands a second.
+#[derive(Default)]
+struct Symbols {
+    ids: Vec<u32>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Symbols {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Adds `p`, a whole symbol of `t` bytes, to a block of `k`.
+    fn push(&mut self, esi: u32, p: &[u8], k: u32, t: usize) {
+        let per = CHUNK_SYMBOLS.min(k as usize).max(1);
+        if self.ids.len() % per == 0 {
+            self.chunks.push(Vec::with_capacity(per * t));
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.extend_from_slice(p);
+            self.ids.push(esi);
+        }
+    }
+
+    /// Every symbol (id, bytes) in arrival order.
+    fn iter(&self, t: usize) -> impl Iterator<Item = (u32, &[u8])> {
+        let bytes = (self.chunks.iter()).flat_map(move |c| c.chunks_exact(t.max(1)));
+        self.ids.iter().copied().zip(bytes)
+    }
+}
+
 /// RaptorQ decoder for one block.
 pub struct RaptorQDecoder {
     k: u32,
@@ -142,7 +178,7 @@ pub struct RaptorQDecoder {
     /// that fails (short of rank, or bytes that fail their hash) keeps
     /// them. Until a decode is tried the block can be evicted (spilled to
     /// disk).
-    symbols: Vec<(u32, Vec<u8>)>,
+    symbols: Symbols,
     /// Symbols held at the last try without a screen (one that came
     /// short, or whose bytes were then rejected): the next waits for more.
     /// Zero until a decode is tried, and again once the block starts over.
@@ -161,7 +197,7 @@ impl RaptorQDecoder {
             k: k.clamp(1, MAX_K),
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            symbols: Vec::new(),
+            symbols: Symbols::default(),
             tried: 0,
             decoded: false,
             screen: None,
@@ -185,9 +221,9 @@ impl RaptorQDecoder {
         let mut dec = SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64);
         // Every symbol is validated (length, id range, fresh id), so
         // raptorq's asserts cannot fire.
-        let pkts = (self.symbols.iter().enumerate())
+        let pkts = (self.symbols.iter(self.symbol_size).enumerate())
             .filter(|(i, _)| out != Some(i % SCREEN_SHARES))
-            .map(|(_, (e, b))| EncodingPacket::new(PayloadId::new(0, *e), b.clone()));
+            .map(|(_, (e, b))| EncodingPacket::new(PayloadId::new(0, e), b.to_vec()));
         dec.decode(pkts)
     }
 
@@ -208,7 +244,7 @@ impl BlockDecoder for RaptorQDecoder {
         if !self.held.insert(esi) {
             return false;
         }
-        self.symbols.push((esi, p.to_vec()));
+        self.symbols.push(esi, p, self.k, self.symbol_size);
         true
     }
 
@@ -300,7 +336,9 @@ impl BlockDecoder for RaptorQDecoder {
             return None;
         }
         self.held = IdSet::default();
-        Some(std::mem::take(&mut self.symbols))
+        let symbols = std::mem::take(&mut self.symbols);
+        let t = self.symbol_size;
+        Some(symbols.iter(t).map(|(e, b)| (e, b.to_vec())).collect())
     }
 }
 
@@ -308,6 +346,40 @@ impl BlockDecoder for RaptorQDecoder {
 mod tests {
     use super::*;
     use crate::rng::Rng;
+
+    /// Symbols are kept in chunks of at most K (or 64), in arrival order,
+    /// past K too (a screening block holds more), and handed over whole.
+    #[test]
+    fn symbols_keep_their_order_across_chunks() {
+        let (k, t) = (3u32, 4usize);
+        let mut s = Symbols::default();
+        let sym = |i: u32| vec![i as u8; t];
+        for i in 0..8 {
+            s.push(100 - i, &sym(i), k, t);
+        }
+        assert_eq!(s.len(), 8);
+        assert_eq!(s.chunks.len(), 3);
+        assert!(s.chunks.iter().all(|c| c.capacity() == k as usize * t));
+        let got: Vec<(u32, Vec<u8>)> = s.iter(t).map(|(e, b)| (e, b.to_vec())).collect();
+        let want: Vec<(u32, Vec<u8>)> = (0..8).map(|i| (100 - i, sym(i))).collect();
+        assert_eq!(got, want);
+        // A large block's chunks hold 64 symbols each.
+        let mut big = Symbols::default();
+        for i in 0..65 {
+            big.push(i, &sym(i), 1000, t);
+        }
+        assert_eq!(big.chunks.len(), 2);
+        assert_eq!(big.chunks[0].len(), CHUNK_SYMBOLS * t);
+
+        // Through the decoder: what it takes is what it was given.
+        let mut dec = RaptorQDecoder::new(k, t as u16);
+        for i in 0..2 {
+            assert!(dec.add(7 + i, Some(&sym(i))));
+        }
+        let taken = dec.take_symbols().expect("not tried yet");
+        assert_eq!(taken, vec![(7, sym(0)), (8, sym(1))]);
+        assert_eq!(dec.held(), Some(0));
+    }
 
     /// Encoders of more block sizes than the plan cache keeps leave it at
     /// its bound, and each still gives the symbols of its block.
