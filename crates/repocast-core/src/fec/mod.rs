@@ -16,6 +16,7 @@ pub mod exact;
 pub mod layout;
 pub mod raptorq;
 pub mod reed_solomon;
+mod symbols;
 pub mod xor;
 
 use crate::rng::Rng;

@@ -9,6 +9,7 @@
 //! [`FAIL_AT_K1`]; see `docs/benchmarks.md`) drive the accounting codec's
 //! model of it ([`super::accounting`]).
 
+use super::symbols::Symbols;
 use super::{BlockDecoder, BlockEncoder, IdSet, Rejected};
 use raptorq::{
     EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder,
@@ -131,42 +132,6 @@ impl BlockEncoder for RaptorQEncoder {
 /// symbol among them is found with an eighth more symbols than K and at
 /// most eight more decodes.
 pub const SCREEN_SHARES: usize = 8;
-
-/// Symbols in a chunk of [`Symbols`], at most.
-const CHUNK_SYMBOLS: usize = 64;
-
-/// One block's symbols in arrival order, copied into chunks of up to
-/// [`CHUNK_SYMBOLS`] (never more than the block's K), so a symbol costs a
-/// copy and no allocation of its own: a listener takes thousands a second.
-#[derive(Default)]
-struct Symbols {
-    ids: Vec<u32>,
-    chunks: Vec<Vec<u8>>,
-}
-
-impl Symbols {
-    fn len(&self) -> usize {
-        self.ids.len()
-    }
-
-    /// Adds `p`, a whole symbol of `t` bytes, to a block of `k`.
-    fn push(&mut self, esi: u32, p: &[u8], k: u32, t: usize) {
-        let per = CHUNK_SYMBOLS.min(k as usize).max(1);
-        if self.ids.len() % per == 0 {
-            self.chunks.push(Vec::with_capacity(per * t));
-        }
-        if let Some(c) = self.chunks.last_mut() {
-            c.extend_from_slice(p);
-            self.ids.push(esi);
-        }
-    }
-
-    /// Every symbol (id, bytes) in arrival order.
-    fn iter(&self, t: usize) -> impl Iterator<Item = (u32, &[u8])> {
-        let bytes = (self.chunks.iter()).flat_map(move |c| c.chunks_exact(t.max(1)));
-        self.ids.iter().copied().zip(bytes)
-    }
-}
 
 /// RaptorQ decoder for one block.
 pub struct RaptorQDecoder {
@@ -336,9 +301,7 @@ impl BlockDecoder for RaptorQDecoder {
             return None;
         }
         self.held = IdSet::default();
-        let symbols = std::mem::take(&mut self.symbols);
-        let t = self.symbol_size;
-        Some(symbols.iter(t).map(|(e, b)| (e, b.to_vec())).collect())
+        Some(std::mem::take(&mut self.symbols).into_pairs(self.symbol_size))
     }
 }
 
@@ -347,31 +310,11 @@ mod tests {
     use super::*;
     use crate::rng::Rng;
 
-    /// Symbols are kept in chunks of at most K (or 64), in arrival order,
-    /// past K too (a screening block holds more), and handed over whole.
+    /// What a decoder takes back from its chunks is what it was given.
     #[test]
-    fn symbols_keep_their_order_across_chunks() {
+    fn taken_symbols_are_those_given() {
         let (k, t) = (3u32, 4usize);
-        let mut s = Symbols::default();
         let sym = |i: u32| vec![i as u8; t];
-        for i in 0..8 {
-            s.push(100 - i, &sym(i), k, t);
-        }
-        assert_eq!(s.len(), 8);
-        assert_eq!(s.chunks.len(), 3);
-        assert!(s.chunks.iter().all(|c| c.capacity() == k as usize * t));
-        let got: Vec<(u32, Vec<u8>)> = s.iter(t).map(|(e, b)| (e, b.to_vec())).collect();
-        let want: Vec<(u32, Vec<u8>)> = (0..8).map(|i| (100 - i, sym(i))).collect();
-        assert_eq!(got, want);
-        // A large block's chunks hold 64 symbols each.
-        let mut big = Symbols::default();
-        for i in 0..65 {
-            big.push(i, &sym(i), 1000, t);
-        }
-        assert_eq!(big.chunks.len(), 2);
-        assert_eq!(big.chunks[0].len(), CHUNK_SYMBOLS * t);
-
-        // Through the decoder: what it takes is what it was given.
         let mut dec = RaptorQDecoder::new(k, t as u16);
         for i in 0..2 {
             assert!(dec.add(7 + i, Some(&sym(i))));

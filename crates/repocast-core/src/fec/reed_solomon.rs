@@ -5,9 +5,9 @@
 //! server wraps symbol ids past n = k + repair, so (unlike RaptorQ) a long
 //! repair history can repeat symbols. Any k distinct symbols decode.
 
+use super::symbols::Symbols;
 use super::{BlockDecoder, BlockEncoder, FecError, IdSet};
 use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
-use std::collections::BTreeMap;
 
 /// Largest Reed-Solomon source block.
 pub const MAX_K: u32 = 8192;
@@ -101,7 +101,7 @@ pub struct RsDecoder {
     n: u32,
     symbol_size: usize,
     held: IdSet,
-    symbols: BTreeMap<u32, Vec<u8>>,
+    symbols: Symbols,
     decoded: bool,
 }
 
@@ -114,7 +114,7 @@ impl RsDecoder {
             n: k + repair_count(k),
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            symbols: BTreeMap::new(),
+            symbols: Symbols::default(),
             decoded: false,
         }
     }
@@ -122,19 +122,19 @@ impl RsDecoder {
     fn decode_bytes(&self) -> Option<Vec<u8>> {
         let (k, t) = (self.k as usize, self.symbol_size);
         let mut out = vec![0u8; k * t];
-        let mut missing = false;
-        for i in 0..k {
-            match self.symbols.get(&(i as u32)) {
-                Some(s) => out[i * t..(i + 1) * t].copy_from_slice(s),
-                None => missing = true,
-            }
+        // Ids are distinct (`held`) and below n (`admissible`).
+        let mut originals = 0;
+        for (id, s) in self.symbols.iter(t).filter(|(id, _)| *id < self.k) {
+            let at = id as usize * t;
+            out[at..at + t].copy_from_slice(s);
+            originals += 1;
         }
-        if !missing {
+        if originals == k {
             return Some(out);
         }
         let r = (self.n - self.k) as usize;
         let mut dec = ReedSolomonDecoder::new(k, r, t).ok()?;
-        for (&id, s) in &self.symbols {
+        for (id, s) in self.symbols.iter(t) {
             if id < self.k {
                 dec.add_original_shard(id as usize, s).ok()?;
             } else {
@@ -161,7 +161,7 @@ impl BlockDecoder for RsDecoder {
         if !self.held.insert(esi) {
             return false;
         }
-        self.symbols.insert(esi, p.to_vec());
+        self.symbols.push(esi, p, self.k, self.symbol_size);
         true
     }
 
@@ -183,7 +183,7 @@ impl BlockDecoder for RsDecoder {
         }
         let out = self.decode_bytes()?;
         self.decoded = true;
-        self.symbols.clear();
+        self.symbols = Symbols::default();
         Some(out)
     }
 
@@ -192,6 +192,39 @@ impl BlockDecoder for RsDecoder {
             return None;
         }
         self.held = IdSet::default();
-        Some(std::mem::take(&mut self.symbols).into_iter().collect())
+        Some(std::mem::take(&mut self.symbols).into_pairs(self.symbol_size))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Symbols handed over (a spill) and given back decode the block, with
+    /// originals missing (the code's work) and with none missing.
+    #[test]
+    fn symbols_taken_and_given_back_decode() {
+        let (k, t) = (5u32, 8u16);
+        let data: Vec<u8> = (0..k as usize * t as usize).map(|i| i as u8).collect();
+        let mut enc = RsEncoder::new(k, t, data.clone()).expect("valid");
+        let mut s = Vec::new();
+        for ids in [vec![6, 0, 3, 5, 1], vec![4, 2, 0, 1, 3]] {
+            let mut dec = RsDecoder::new(k, t);
+            for &id in &ids[..3] {
+                enc.symbol(id, &mut s);
+                assert!(dec.add(id, Some(&s)));
+            }
+            let taken = dec.take_symbols().expect("not decoded");
+            assert_eq!(taken.iter().map(|p| p.0).collect::<Vec<_>>(), ids[..3]);
+            let mut back = RsDecoder::new(k, t);
+            for (id, p) in &taken {
+                assert!(back.add(*id, Some(p)));
+            }
+            for &id in &ids[3..] {
+                enc.symbol(id, &mut s);
+                assert!(back.add(id, Some(&s)));
+            }
+            assert_eq!(back.try_decode(), Some(data.clone()), "{ids:?}");
+        }
     }
 }

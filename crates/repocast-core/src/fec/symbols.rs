@@ -1,0 +1,74 @@
+//! One block's received symbols, in arrival order and in chunks: how the
+//! RaptorQ and Reed-Solomon decoders keep them until the block decodes
+//! (or is spilled, [`super::BlockDecoder::take_symbols`]).
+
+/// Symbols in a chunk of [`Symbols`], at most.
+const CHUNK_SYMBOLS: usize = 64;
+
+/// One block's symbols in arrival order, copied into chunks of up to
+/// [`CHUNK_SYMBOLS`] (never more than the block's K), so a symbol costs a
+/// copy and no allocation of its own: a listener takes thousands a second.
+#[derive(Default)]
+pub(super) struct Symbols {
+    ids: Vec<u32>,
+    chunks: Vec<Vec<u8>>,
+}
+
+impl Symbols {
+    pub(super) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Adds `p`, a whole symbol of `t` bytes, to a block of `k`.
+    pub(super) fn push(&mut self, esi: u32, p: &[u8], k: u32, t: usize) {
+        let per = CHUNK_SYMBOLS.min(k as usize).max(1);
+        if self.ids.len() % per == 0 {
+            self.chunks.push(Vec::with_capacity(per * t));
+        }
+        if let Some(c) = self.chunks.last_mut() {
+            c.extend_from_slice(p);
+            self.ids.push(esi);
+        }
+    }
+
+    /// Every symbol (id, bytes) in arrival order.
+    pub(super) fn iter(&self, t: usize) -> impl Iterator<Item = (u32, &[u8])> {
+        let bytes = (self.chunks.iter()).flat_map(move |c| c.chunks_exact(t.max(1)));
+        self.ids.iter().copied().zip(bytes)
+    }
+
+    /// Every symbol (id, bytes) in arrival order, each in a vector of its
+    /// own (for the spill).
+    pub(super) fn into_pairs(self, t: usize) -> Vec<(u32, Vec<u8>)> {
+        self.iter(t).map(|(e, b)| (e, b.to_vec())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Symbols are kept in chunks of at most K (or 64), in arrival order,
+    /// past K too (a screening block holds more).
+    #[test]
+    fn symbols_keep_their_order_across_chunks() {
+        let (k, t) = (3u32, 4usize);
+        let mut s = Symbols::default();
+        let sym = |i: u32| vec![i as u8; t];
+        for i in 0..8 {
+            s.push(100 - i, &sym(i), k, t);
+        }
+        assert_eq!(s.len(), 8);
+        assert_eq!(s.chunks.len(), 3);
+        assert!(s.chunks.iter().all(|c| c.capacity() == k as usize * t));
+        let want: Vec<(u32, Vec<u8>)> = (0..8).map(|i| (100 - i, sym(i))).collect();
+        assert_eq!(s.into_pairs(t), want);
+        // A large block's chunks hold 64 symbols each.
+        let mut big = Symbols::default();
+        for i in 0..65 {
+            big.push(i, &sym(i), 1000, t);
+        }
+        assert_eq!(big.chunks.len(), 2);
+        assert_eq!(big.chunks[0].len(), CHUNK_SYMBOLS * t);
+    }
+}
