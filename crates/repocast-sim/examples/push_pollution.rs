@@ -14,13 +14,9 @@
 
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
-use repocast_core::endpoint::listen::ListenConfig;
-use repocast_core::endpoint::push::PushConfig;
-use repocast_core::loss::LossSpec;
-use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use repocast_sim::insider::Polluter;
-use repocast_sim::push_lan::{PushLan, PushListener};
+use repocast_sim::push_lan::{PushLan, PushListener, shipped_pusher};
 
 fn main() {
     let seed = (std::env::args().nth(1))
@@ -37,25 +33,12 @@ fn main() {
         let bytes: Vec<u8> = (0..mib << 20).map(|_| rng.next_u64() as u8).collect();
         let files = vec![("f.bin".to_string(), bytes)];
         for share in [0.0, 0.0001, 0.001, 0.003, 0.01] {
-            let cfg = PushConfig {
-                server: Profile::Push.server(),
-                redundancy: None,
-                packs: true,
-                popularity: Vec::new(),
-            };
-            let Ok(mut lan) = PushLan::new(cfg, id.clone(), 1, &files) else {
+            let Ok(mut lan) = PushLan::new(shipped_pusher(), id.clone(), 1, &files) else {
                 eprintln!("could not plan {mib} MiB");
                 return;
             };
             for (i, loss) in [0.05, 0.5].into_iter().enumerate() {
-                let mut cfg = ListenConfig::new(Profile::Push.client());
-                cfg.trust = Some(id.public());
-                let l = PushListener {
-                    cfg,
-                    loss: LossSpec::Bernoulli { p: loss },
-                    join_at: Instant::ZERO,
-                    crash_at: None,
-                };
+                let l = PushListener::shipped(id.public(), loss, Instant::ZERO);
                 lan.listener(l, seed + i as u64);
             }
             lan.pollute(Polluter::untagged(share, seed));

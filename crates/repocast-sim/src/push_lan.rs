@@ -8,7 +8,7 @@
 
 use crate::source::MemorySource;
 use repocast_core::Instant;
-use repocast_core::auth::Identity;
+use repocast_core::auth::{Identity, PublicKey};
 use repocast_core::client::ClientStats;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpointStats, Outcome};
@@ -16,6 +16,7 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats}
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::loss::{LossModel, LossSpec};
+use repocast_core::profile::Profile;
 use repocast_core::server::ServerError;
 use repocast_core::wire::FecParams;
 use std::collections::BTreeMap;
@@ -32,6 +33,33 @@ pub struct PushListener {
     pub join_at: Instant,
     /// When it is killed (restarting at once with its store).
     pub crash_at: Option<Instant>,
+}
+
+impl PushListener {
+    /// A TIDDO listener with `listen`'s shipped settings
+    /// ([`Profile::Push`]), pinned to `signer`, at Bernoulli `loss`,
+    /// tuning in at `join_at`.
+    pub fn shipped(signer: PublicKey, loss: f64, join_at: Instant) -> Self {
+        let mut cfg = ListenConfig::new(Profile::Push.client());
+        cfg.trust = Some(signer);
+        PushListener {
+            cfg,
+            loss: LossSpec::Bernoulli { p: loss },
+            join_at,
+            crash_at: None,
+        }
+    }
+}
+
+/// The pusher the tests and examples run: [`Profile::Push`] as shipped,
+/// packs on, no popularity, until stopped.
+pub fn shipped_pusher() -> PushConfig {
+    PushConfig {
+        server: Profile::Push.server(),
+        redundancy: None,
+        packs: true,
+        popularity: Vec::new(),
+    }
 }
 
 /// One listener's outcome.

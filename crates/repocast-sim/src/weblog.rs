@@ -20,10 +20,8 @@ use crate::push_lan::{PushLan, PushListener};
 use crate::trace::{Object, Trace};
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
-use repocast_core::endpoint::listen::ListenConfig;
 use repocast_core::endpoint::push::PushConfig;
 use repocast_core::loss::LossSpec;
-use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -175,19 +173,10 @@ pub fn predict_lan(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
     let mut lan = PushLan::new(setup.push.clone(), identity.clone(), 1, &plan.files)
         .map_err(|e| SimError::Invalid(format!("pusher: {e}")))?;
     for (i, v) in plan.visits.iter().enumerate() {
-        let mut cfg = ListenConfig::new(Profile::Push.client());
-        cfg.trust = Some(identity.public());
-        cfg.select = v.names.clone();
-        cfg.timeout = setup.tail;
-        lan.listener(
-            PushListener {
-                cfg,
-                loss: LossSpec::Bernoulli { p: setup.loss },
-                join_at: secs(v.at_s),
-                crash_at: None,
-            },
-            setup.seed.wrapping_add(i as u64 * 0x9e37_79b9),
-        );
+        let mut l = PushListener::shipped(identity.public(), setup.loss, secs(v.at_s));
+        l.cfg.select = v.names.clone();
+        l.cfg.timeout = setup.tail;
+        lan.listener(l, setup.seed.wrapping_add(i as u64 * 0x9e37_79b9));
     }
     lan.run(end_of(plan, setup.tail));
     Ok(lan.reports().into_iter().map(|r| r.delay).collect())

@@ -5,9 +5,7 @@
 
 use repocast_core::Instant;
 use repocast_core::auth::Identity;
-use repocast_core::endpoint::listen::ListenConfig;
 use repocast_core::endpoint::push::PushConfig;
-use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use repocast_sim::push_lan::{PushLan, PushListener, PushReport};
@@ -18,23 +16,11 @@ pub fn bytes(len: usize, seed: u64) -> Vec<u8> {
 }
 
 pub fn config() -> PushConfig {
-    PushConfig {
-        server: Profile::Push.server(),
-        redundancy: None,
-        packs: true,
-        popularity: Vec::new(),
-    }
+    repocast_sim::push_lan::shipped_pusher()
 }
 
 pub fn listener(loss: f64, join_s: f64) -> PushListener {
-    let mut cfg = ListenConfig::new(Profile::Push.client());
-    cfg.trust = Some(Identity::from_seed([7; 32]).public());
-    PushListener {
-        cfg,
-        loss: LossSpec::Bernoulli { p: loss },
-        join_at: Instant::from_nanos((join_s * 1e9) as u64),
-        crash_at: None,
-    }
+    PushListener::shipped(Identity::from_seed([7; 32]).public(), loss, secs(join_s))
 }
 
 pub fn secs(s: f64) -> Instant {
