@@ -86,10 +86,5 @@ pub fn tiny_site(seed: u64, n: u64) -> Vec<(String, Vec<u8>)> {
 
 /// The FEC parameters the shipped pusher gives a file.
 pub fn fec() -> repocast_core::wire::FecParams {
-    let s = Profile::Push.server();
-    repocast_core::wire::FecParams {
-        code: s.code,
-        symbol_size: s.symbol_size,
-        max_block_symbols: s.max_block_symbols,
-    }
+    Profile::Push.server().base_fec()
 }
