@@ -158,11 +158,12 @@ pub struct RaptorQDecoder {
 impl RaptorQDecoder {
     /// A decoder for a block of `k` symbols.
     pub fn new(k: u32, symbol_size: u16) -> Self {
+        let k = k.clamp(1, MAX_K);
         RaptorQDecoder {
-            k: k.clamp(1, MAX_K),
+            k,
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            symbols: Symbols::default(),
+            symbols: Symbols::new(k, symbol_size as usize),
             tried: 0,
             decoded: false,
             screen: None,
@@ -186,7 +187,7 @@ impl RaptorQDecoder {
         let mut dec = SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64);
         // Every symbol is validated (length, id range, fresh id), so
         // raptorq's asserts cannot fire.
-        let pkts = (self.symbols.iter(self.symbol_size).enumerate())
+        let pkts = (self.symbols.iter().enumerate())
             .filter(|(i, _)| out != Some(i % SCREEN_SHARES))
             .map(|(_, (e, b))| EncodingPacket::new(PayloadId::new(0, e), b.to_vec()));
         dec.decode(pkts)
@@ -209,7 +210,7 @@ impl BlockDecoder for RaptorQDecoder {
         if !self.held.insert(esi) {
             return false;
         }
-        self.symbols.push(esi, p, self.k, self.symbol_size);
+        self.symbols.push(esi, p);
         true
     }
 
@@ -301,7 +302,7 @@ impl BlockDecoder for RaptorQDecoder {
             return None;
         }
         self.held = IdSet::default();
-        Some(std::mem::take(&mut self.symbols).into_pairs(self.symbol_size))
+        Some(self.symbols.take_pairs())
     }
 }
 

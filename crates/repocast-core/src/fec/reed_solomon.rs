@@ -114,7 +114,7 @@ impl RsDecoder {
             n: k + repair_count(k),
             symbol_size: symbol_size as usize,
             held: IdSet::default(),
-            symbols: Symbols::default(),
+            symbols: Symbols::new(k, symbol_size as usize),
             decoded: false,
         }
     }
@@ -124,7 +124,7 @@ impl RsDecoder {
         let mut out = vec![0u8; k * t];
         // Ids are distinct (`held`) and below n (`admissible`).
         let mut originals = 0;
-        for (id, s) in self.symbols.iter(t).filter(|(id, _)| *id < self.k) {
+        for (id, s) in self.symbols.iter().filter(|(id, _)| *id < self.k) {
             let at = id as usize * t;
             out[at..at + t].copy_from_slice(s);
             originals += 1;
@@ -134,7 +134,7 @@ impl RsDecoder {
         }
         let r = (self.n - self.k) as usize;
         let mut dec = ReedSolomonDecoder::new(k, r, t).ok()?;
-        for (id, s) in self.symbols.iter(t) {
+        for (id, s) in self.symbols.iter() {
             if id < self.k {
                 dec.add_original_shard(id as usize, s).ok()?;
             } else {
@@ -161,7 +161,7 @@ impl BlockDecoder for RsDecoder {
         if !self.held.insert(esi) {
             return false;
         }
-        self.symbols.push(esi, p, self.k, self.symbol_size);
+        self.symbols.push(esi, p);
         true
     }
 
@@ -183,7 +183,7 @@ impl BlockDecoder for RsDecoder {
         }
         let out = self.decode_bytes()?;
         self.decoded = true;
-        self.symbols = Symbols::default();
+        self.symbols = Symbols::new(self.k, self.symbol_size);
         Some(out)
     }
 
@@ -192,7 +192,7 @@ impl BlockDecoder for RsDecoder {
             return None;
         }
         self.held = IdSet::default();
-        Some(std::mem::take(&mut self.symbols).into_pairs(self.symbol_size))
+        Some(self.symbols.take_pairs())
     }
 }
 
