@@ -7,7 +7,9 @@
 //! hash catches the polluted block. This is what the shared session key
 //! leaves open (docs/security.md). In push mode
 //! ([`crate::push_lan::PushLan::pollute`]) data carries no tag, so anyone
-//! on the group is such a polluter ([`Polluter::untagged`]).
+//! on the group is such a polluter ([`Polluter::untagged`]). A code with
+//! few symbol ids (Reed-Solomon's blocks have 3k) takes none that high:
+//! [`Polluter::ahead`] forges the ids the sender sends next of the block.
 
 use repocast_core::auth::{self, SessionKey};
 use repocast_core::rng::Rng;
@@ -21,6 +23,8 @@ pub struct Polluter {
     key: Option<SessionKey>,
     rng: Rng,
     credit: f64,
+    /// Forge the ids just after the genuine packet's, not high ones.
+    ahead: bool,
     /// Packets it sent.
     pub sent: u64,
 }
@@ -37,12 +41,24 @@ impl Polluter {
         Self::with_key(share, None, seed)
     }
 
+    /// A polluter of push mode's untagged data that forges the ids the
+    /// sender sends next of the block (one to eight past the genuine
+    /// packet's): they fall within any code's ids, and beat the genuine
+    /// symbols of those ids to the receivers.
+    pub fn ahead(share: f64, seed: u64) -> Self {
+        Polluter {
+            ahead: true,
+            ..Self::with_key(share, None, seed)
+        }
+    }
+
     fn with_key(share: f64, key: Option<SessionKey>, seed: u64) -> Self {
         Polluter {
             share: share.max(0.0),
             key,
             rng: Rng::new(seed),
             credit: 0.0,
+            ahead: false,
             sent: 0,
         }
     }
@@ -60,8 +76,13 @@ impl Polluter {
         while self.credit >= 1.0 {
             self.credit -= 1.0;
             let mut forged = p.clone();
-            // High repair ids: fresh to every receiver's decoder.
-            forged.symbol = (1 << 23) | (self.rng.next_u64() as u32 & ((1 << 23) - 1));
+            let r = self.rng.next_u64() as u32;
+            forged.symbol = if self.ahead {
+                p.symbol.saturating_add(1 + r % 8)
+            } else {
+                // High repair ids: fresh to every receiver's decoder.
+                (1 << 23) | (r & ((1 << 23) - 1))
+            };
             (forged.payload.iter_mut()).for_each(|b| *b = self.rng.next_u64() as u8);
             forged.tag = vec![0; if self.key.is_some() { auth::TAG_LEN } else { 0 }];
             forged.encrypted = false;

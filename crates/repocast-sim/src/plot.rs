@@ -1,7 +1,7 @@
 //! A line chart of average delay against the swept variable, one line per
 //! series, with labelled axes and a legend: laid out once as shapes, then
-//! written as SVG text ([`svg`]) or rasterised to PNG ([`png`], through
-//! [`crate::raster`]). No plotting dependency.
+//! written as SVG text ([`svg`]) or rasterised to PNG ([`png()`], through
+//! `crate::raster`). No plotting dependency.
 
 use crate::sweep::Point;
 use std::fmt::Write as _;

@@ -15,6 +15,7 @@ use repocast_core::endpoint::client::{ClientEndpointStats, Outcome};
 use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenStats};
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem};
 use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::fec::CodeKind;
 use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::profile::Profile;
 use repocast_core::server::ServerError;
@@ -60,6 +61,15 @@ pub fn shipped_pusher() -> PushConfig {
         packs: true,
         popularity: Vec::new(),
     }
+}
+
+/// [`shipped_pusher`] with `code` and the blocks `push --code` gives it.
+pub fn shipped_pusher_with(code: CodeKind) -> PushConfig {
+    let mut cfg = shipped_pusher();
+    cfg.server.code = code;
+    cfg.server.max_block_symbols = repocast_core::profile::push_block_symbols(code);
+    cfg.server.block_growth = repocast_core::profile::push_block_growth(code, None);
+    cfg
 }
 
 /// One listener's outcome.

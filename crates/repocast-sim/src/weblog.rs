@@ -167,7 +167,7 @@ fn end_of(plan: &Plan, tail: Duration) -> Instant {
 
 /// The plan on the virtual LAN: the push endpoint `repocast push` runs and
 /// one listen endpoint per visit (`repocast listen NAMES...` with
-/// [`Profile::Push`] settings), each losing `loss` of both groups.
+/// [`repocast_core::profile::Profile::Push`] settings), each losing `loss` of both groups.
 pub fn predict_lan(plan: &Plan, setup: &Setup) -> Result<Delays, SimError> {
     let identity = Identity::from_seed([9; 32]);
     let mut lan = PushLan::new(setup.push.clone(), identity.clone(), 1, &plan.files)

@@ -11,6 +11,7 @@ use repocast_core::Instant;
 use repocast_core::auth::Identity;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::push::PushEndpoint;
+use repocast_core::fec::CodeKind;
 use repocast_core::rng::Rng;
 use repocast_sim::push_lan::{PushLan, push_items};
 use std::time::Duration;
@@ -194,19 +195,30 @@ fn a_listener_under_forged_data_fails_the_file_instead_of_collecting_for_ever() 
 /// is taken, so the path is exercised whatever the seed.
 #[test]
 fn a_block_with_a_forged_symbol_is_screened_not_received_again() {
-    use repocast_sim::insider::Polluter;
     let seed = seed_or(4);
     let files = vec![("f.bin".to_string(), bytes(8 << 20, seed))];
+    for code in [CodeKind::RaptorQ, CodeKind::ReedSolomon] {
+        screened_with(code, seed, &files);
+    }
+}
+
+fn screened_with(code: CodeKind, seed: u64, files: &[(String, Vec<u8>)]) {
+    use repocast_sim::insider::Polluter;
     let run = |forged: Option<u64>| {
         let id = Identity::from_seed([7; 32]);
-        let mut lan = PushLan::new(config(), id, 1, &files).expect("lan");
+        let cfg = repocast_sim::push_lan::shipped_pusher_with(code);
+        let mut lan = PushLan::new(cfg, id, 1, files).expect("lan");
         lan.listener(listener(0.05, 0.0), seed);
         if let Some(s) = forged {
-            lan.pollute(Polluter::untagged(0.0002, s));
+            lan.pollute(match code {
+                // Its ids are few: forged ones must be among them.
+                CodeKind::ReedSolomon => Polluter::ahead(0.0002, s),
+                _ => Polluter::untagged(0.0002, s),
+            });
         }
         lan.run(secs(30.0));
         let r = lan.reports()[0].clone();
-        check_files(&r, &files);
+        check_files(&r, files);
         let delay = r.delay.expect("the listener ended").as_secs_f64();
         (delay, r.client.unwrap_or_default())
     };
@@ -215,12 +227,12 @@ fn a_block_with_a_forged_symbol_is_screened_not_received_again() {
         .map(|s| run(Some(s)))
         .find(|(_, s)| s.corrupt_blocks > 0)
         .expect("forged packets that hit a block");
-    eprintln!("clean {clean:.2} s, one forged in 5,000 {polluted:.2} s, {s:?}");
+    eprintln!("{code:?}: clean {clean:.2} s, one forged in 5,000 {polluted:.2} s, {s:?}");
     if s.screens_failed == 0 {
         assert!(s.screened_blocks > 0, "{s:?}");
         assert!(
             polluted < 1.25 * clean,
-            "{polluted:.2} s against {clean:.2} s"
+            "{code:?}: {polluted:.2} s against {clean:.2} s"
         );
     }
 }

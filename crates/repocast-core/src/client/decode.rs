@@ -9,9 +9,9 @@
 //! thread and hands it back ([`Client::decoded`]). The machine meanwhile
 //! takes no symbols for the block and asks for none. A decode that fails
 //! (a RaptorQ block short of rank) puts the decoder back to take more
-//! symbols; a RaptorQ block whose bytes fail their hash keeps its symbols
-//! to screen them for the bad one (`decode_checked`), any other starts
-//! over; and a job
+//! symbols; a RaptorQ or Reed-Solomon block whose bytes fail their hash
+//! keeps its symbols to screen them for the bad one (`decode_checked`),
+//! any other starts over; and a job
 //! for a block the machine no longer waits on (its item failed, the
 //! block was resumed from disk meanwhile, or the job is a replaced
 //! client's: [`Client::carry_jobs`]) is dropped.
@@ -540,42 +540,64 @@ mod tests {
         assert_eq!(verified(&mut c).len(), 1);
         assert_eq!(c.stats().corrupt_blocks, 0);
 
-        // Corrupt (the bytes fail the block's hash, and Reed-Solomon
-        // cannot screen its symbols): counted, and over.
-        let (m, packets) = item(CodeKind::ReedSolomon, 40, 1);
-        let mut c = client(2, &m);
-        feed(&mut c, &packets[0]);
-        let mut job = c.poll_decode().expect("job");
-        job.hash = [0; 32];
-        job.run();
-        assert_eq!(job.outcome(), DecodeOutcome::Corrupt);
-        c.decoded(job);
-        assert_eq!(c.stats().corrupt_blocks, 1);
-        assert!(verified(&mut c).is_empty());
-        feed(&mut c, &packets[0]);
-        assert!(c.poll_decode().is_some());
+        // Corrupt (the bytes fail the block's hash, and its symbols may
+        // not be screened: the item's screenings kept finding nothing):
+        // counted, and over. Suspect where they may: kept, more needed.
+        for screen in [false, true] {
+            let (m, packets) = item(CodeKind::ReedSolomon, 40, 1);
+            let mut c = client(2, &m);
+            feed(&mut c, &packets[0]);
+            let mut job = c.poll_decode().expect("job");
+            job.hash = [0; 32];
+            job.screen = screen;
+            job.run();
+            c.decoded(job);
+            assert_eq!(c.stats().corrupt_blocks, 1);
+            assert!(verified(&mut c).is_empty());
+            let need = c.items.get(&ITEM).and_then(|i| i.block_need(0));
+            let need = need.map_or(0, |n| n.count);
+            let k = Layout::new(m.size, &m.fec)
+                .expect("layout")
+                .block_symbols(0);
+            if screen {
+                // The K it decoded from (the last symbol came while it was
+                // away), and an eighth more asked for.
+                assert_eq!(c.held_symbols(ITEM, 0), k);
+                assert!((5..=10).contains(&need), "{need} more asked");
+            } else {
+                assert_eq!(need, k, "over: k again");
+                feed(&mut c, &packets[0]);
+                assert!(c.poll_decode().is_some());
+            }
+        }
     }
 
     /// Forged symbols that keep making its blocks fail their hash fail the
     /// item, with the reason, once more than `corrupt_limit` have, where
     /// the settings say so (a listener that drops out: push has no repair
     /// budget to end it); otherwise it keeps collecting.
-    /// One forged symbol among a RaptorQ block's: the decode fails its
-    /// hash, the decoder keeps its symbols and asks for an eighth more
-    /// than K; then one of the decodes with a share left out verifies.
-    /// Two forged symbols in different shares: no share gives the block,
-    /// which starts over. In place and as a job alike.
+    /// One forged symbol among a block's: the decode fails its hash, the
+    /// decoder keeps its symbols and asks for an eighth more than K; then
+    /// one of the decodes with a share left out verifies. Two forged
+    /// symbols in different shares: no share gives the block, which
+    /// starts over. In place and as a job alike, RaptorQ and
+    /// Reed-Solomon alike (a forged source symbol, 7, and a forged repair
+    /// one, 180).
     #[test]
     fn a_forged_symbol_is_screened_out_of_a_block() {
         let k = 200;
-        let (m, packets) = item_and_more(CodeKind::RaptorQ, k, 1, k / 3);
         let first = k as usize + 2;
-        for (jobs, forged) in [
-            (2, vec![7]),
-            (0, vec![7]),
-            (2, vec![7, 12]),
-            (0, vec![7, 12]),
-        ] {
+        let codes = [CodeKind::RaptorQ, CodeKind::ReedSolomon];
+        for (code, (jobs, forged)) in codes.into_iter().flat_map(|c| {
+            [
+                (2, vec![7]),
+                (0, vec![180]),
+                (2, vec![7, 12]),
+                (0, vec![7, 180]),
+            ]
+            .map(|j| (c, j))
+        }) {
+            let (m, packets) = item_and_more(code, k, 1, k / 3);
             let mut c = client(jobs, &m);
             for (i, p) in packets[0].iter().enumerate() {
                 let mut p = p.clone();
@@ -589,7 +611,7 @@ mod tests {
                 }
                 if i + 1 == first {
                     // The first decode failed its hash; its symbols kept.
-                    assert_eq!(c.stats().corrupt_blocks, 1, "{jobs} {forged:?}");
+                    assert_eq!(c.stats().corrupt_blocks, 1, "{code:?} {jobs} {forged:?}");
                     let need = c.items.get(&ITEM).and_then(|i| i.block_need(0));
                     let need = need.map_or(0, |n| n.count);
                     assert!((20..=40).contains(&need), "{need} more asked");
@@ -598,11 +620,11 @@ mod tests {
             }
             let got = verified(&mut c).len();
             if forged.len() == 1 {
-                assert_eq!(got, 1, "{jobs}: screened and verified");
+                assert_eq!(got, 1, "{code:?} {jobs}: screened and verified");
                 assert_eq!(c.stats().screened_blocks, 1);
                 assert_eq!(c.stats().screens_failed, 0);
             } else {
-                assert_eq!(got, 0, "{jobs}: two bad shares");
+                assert_eq!(got, 0, "{code:?} {jobs}: two bad shares");
                 assert_eq!(c.stats().screens_failed, 1);
                 // Started over: K symbols needed again.
                 let need = c.items.get(&ITEM).and_then(|i| i.block_need(0));
@@ -644,8 +666,9 @@ mod tests {
 
     #[test]
     fn an_item_whose_blocks_keep_failing_their_hash_fails() {
-        // Reed-Solomon: each failure starts its block over (RaptorQ
-        // screens first, above; the count is the same).
+        // Blocks not screened (as after screenings that kept finding
+        // nothing): each failure starts its block over. A screened one
+        // counts the same (above).
         let (m, packets) = item(CodeKind::ReedSolomon, 40, 2);
         let limit = crate::client::corrupt_limit(2);
         assert_eq!(limit, 14);
@@ -663,6 +686,7 @@ mod tests {
                 }
                 let mut job = c.poll_decode().expect("job");
                 job.hash = [0; 32];
+                job.screen = false;
                 job.run();
                 c.decoded(job);
                 failed.extend(

@@ -9,10 +9,13 @@
 //! are held and whether the code could decode from them).
 //!
 //! Codes: [`raptorq`] (RFC 6330, default), [`reed_solomon`] (Fcast-style
-//! blocks), [`xor`] (MFTP/EC parity groups) and [`exact`] (no code).
+//! blocks), [`xor`] (MFTP/EC parity groups) and [`exact`] (no code). The
+//! first two keep a block's symbols in `held`, which screens them when
+//! the bytes they solve to fail the block's hash.
 
 pub mod accounting;
 pub mod exact;
+mod held;
 pub mod layout;
 pub mod raptorq;
 pub mod reed_solomon;
@@ -224,7 +227,7 @@ pub trait BlockDecoder: Send {
         self.needed() == 0
     }
     /// Symbols held in memory, if the decoder counts them (a screening
-    /// RaptorQ decoder holds more than K); otherwise K less
+    /// decoder holds more than K); otherwise K less
     /// [`BlockDecoder::needed`] is the measure.
     fn held(&self) -> Option<u32> {
         None
@@ -232,9 +235,9 @@ pub trait BlockDecoder: Send {
     /// The bytes [`BlockDecoder::try_decode`] gave last failed their check
     /// (a forged or corrupt symbol among those held): what the decoder
     /// does about it. The default gives up (the caller starts the block
-    /// over), as any decoder does unless `screen`; RaptorQ keeps its
-    /// symbols and screens them ([`Rejected::Collect`], then
-    /// [`Rejected::Retry`]).
+    /// over), as any decoder does unless `screen`; RaptorQ and
+    /// Reed-Solomon keep their symbols and screen them
+    /// ([`Rejected::Collect`], then [`Rejected::Retry`]; module `held`).
     fn reject(&mut self, _screen: bool) -> Rejected {
         Rejected::GiveUp
     }

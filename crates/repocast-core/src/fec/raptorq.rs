@@ -9,8 +9,8 @@
 //! [`FAIL_AT_K1`]; see `docs/benchmarks.md`) drive the accounting codec's
 //! model of it ([`super::accounting`]).
 
-use super::symbols::Symbols;
-use super::{BlockDecoder, BlockEncoder, IdSet, Rejected};
+use super::held::Held;
+use super::{BlockDecoder, BlockEncoder, Rejected};
 use raptorq::{
     EncodingPacket, ObjectTransmissionInformation, PayloadId, SourceBlockDecoder,
     SourceBlockEncoder, SourceBlockEncodingPlan,
@@ -127,182 +127,76 @@ impl BlockEncoder for RaptorQEncoder {
     }
 }
 
-/// Shares a rejected block's symbols are screened in
-/// ([`RaptorQDecoder::reject`]): each try leaves one out, so one forged
-/// symbol among them is found with an eighth more symbols than K and at
-/// most eight more decodes.
-pub const SCREEN_SHARES: usize = 8;
+/// Shares a rejected block's symbols are screened in (module `held`).
+pub use super::held::SCREEN_SHARES;
 
 /// RaptorQ decoder for one block.
 pub struct RaptorQDecoder {
-    k: u32,
-    symbol_size: usize,
-    held: IdSet,
-    /// Every symbol held, in arrival order, until the block's bytes are
-    /// taken: each decode builds raptorq's decoder from copies, so one
-    /// that fails (short of rank, or bytes that fail their hash) keeps
-    /// them. Until a decode is tried the block can be evicted (spilled to
-    /// disk).
-    symbols: Symbols,
-    /// Symbols held at the last try without a screen (one that came
-    /// short, or whose bytes were then rejected): the next waits for more.
-    /// Zero until a decode is tried, and again once the block starts over.
-    tried: usize,
-    decoded: bool,
-    /// After bytes failed their check: the share of the symbols (those
-    /// whose arrival index is this modulo [`SCREEN_SHARES`]) the next try
-    /// leaves out.
-    screen: Option<usize>,
+    /// The symbols, what was tried with them, and their screening: each
+    /// solve builds raptorq's decoder from copies, so one that fails (short
+    /// of rank, or bytes that fail their hash) keeps them.
+    held: Held,
 }
 
 impl RaptorQDecoder {
     /// A decoder for a block of `k` symbols.
     pub fn new(k: u32, symbol_size: u16) -> Self {
-        let k = k.clamp(1, MAX_K);
         RaptorQDecoder {
-            k,
-            symbol_size: symbol_size as usize,
-            held: IdSet::default(),
-            symbols: Symbols::new(k, symbol_size as usize),
-            tried: 0,
-            decoded: false,
-            screen: None,
+            held: Held::new(k.clamp(1, MAX_K), symbol_size as usize),
         }
     }
+}
 
-    /// Symbols a screening needs: with any one share left out, K + 1
-    /// (which fails about once in 24,000 decodes).
-    fn screen_needs(&self) -> usize {
-        let k = self.k as usize + 1;
-        let mut n = (k * SCREEN_SHARES).div_ceil(SCREEN_SHARES - 1);
-        while n - n.div_ceil(SCREEN_SHARES) < k {
-            n += 1;
-        }
-        n
-    }
-
-    /// Solves from the symbols held but those of share `out`.
-    fn solve(&self, out: Option<usize>) -> Option<Vec<u8>> {
-        let (k, t) = (self.k, self.symbol_size as u16);
-        let mut dec = SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64);
-        // Every symbol is validated (length, id range, fresh id), so
-        // raptorq's asserts cannot fire.
-        let pkts = (self.symbols.iter().enumerate())
-            .filter(|(i, _)| out != Some(i % SCREEN_SHARES))
-            .map(|(_, (e, b))| EncodingPacket::new(PayloadId::new(0, e), b.to_vec()));
-        dec.decode(pkts)
-    }
-
-    /// Forgets every symbol: the block starts over.
-    fn start_over(&mut self) {
-        *self = RaptorQDecoder::new(self.k, self.symbol_size as u16);
-    }
+/// Solves a block of `k` symbols of `t` bytes from `symbols`.
+fn solve(k: u32, t: u16, symbols: &mut dyn Iterator<Item = (u32, &[u8])>) -> Option<Vec<u8>> {
+    let mut dec = SourceBlockDecoder::new(0, &oti(k, t), k as u64 * t as u64);
+    // Every symbol is validated (length, id range, fresh id), so
+    // raptorq's asserts cannot fire.
+    dec.decode(symbols.map(|(e, b)| EncodingPacket::new(PayloadId::new(0, e), b.to_vec())))
 }
 
 impl BlockDecoder for RaptorQDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        let space = crate::wire::data::MAX_SYMBOL_ID + 1;
-        let Some(p) = payload
-            .filter(|_| !self.decoded && super::admissible(esi, space, payload, self.symbol_size))
-        else {
-            return false;
-        };
-        if !self.held.insert(esi) {
-            return false;
-        }
-        self.symbols.push(esi, p);
-        true
+        (self.held).add(esi, crate::wire::data::MAX_SYMBOL_ID + 1, payload)
     }
 
     fn needed(&self) -> u32 {
-        if self.screen.is_some() && !self.decoded {
-            let n = self.screen_needs().max(self.tried + 1);
-            return n.saturating_sub(self.symbols.len()) as u32;
-        }
-        super::fountain_needed(self.decoded, self.held.len(), self.k)
+        let h = &self.held;
+        (h.screen_needed())
+            .unwrap_or_else(|| super::fountain_needed(h.decoded(), h.distinct(), h.k()))
     }
 
     fn missing(&self) -> Vec<u32> {
-        self.held.missing_below(self.k)
+        self.held.missing()
     }
 
     fn held(&self) -> Option<u32> {
-        Some(self.symbols.len() as u32)
+        Some(self.held.len() as u32)
     }
 
     fn ready(&self) -> bool {
-        let n = self.symbols.len();
-        let enough = match self.screen {
-            Some(_) => n >= self.screen_needs(),
-            None => self.held.len() >= self.k,
-        };
-        !self.decoded && enough && n > self.tried
+        self.held.ready()
     }
 
     /// Solves once K symbols are held (the work of a decode, a few
     /// milliseconds a block); after a failed attempt, again with each
-    /// symbol added since. Screening, each share left out in turn until
-    /// one solves (if none does, the block starts over).
+    /// symbol added since; screening, with a share left out
+    /// (`Held::try_decode`).
     fn try_decode(&mut self) -> Option<Vec<u8>> {
-        if !self.ready() {
-            return None;
-        }
-        let Some(first) = self.screen else {
-            let bytes = self.solve(None);
-            self.decoded = bytes.is_some();
-            self.tried = self.symbols.len();
-            return bytes;
-        };
-        for out in first..SCREEN_SHARES {
-            if let Some(b) = self.solve(Some(out)) {
-                self.screen = Some(out);
-                self.decoded = true;
-                return Some(b);
-            }
-        }
-        self.start_over();
-        None
+        let (k, t) = (self.held.k(), self.held.symbol_size() as u16);
+        self.held.try_decode(|s| solve(k, t, s))
     }
 
-    /// Bytes that failed their check: the first time (if `screen`; if not,
-    /// the block starts over, [`Rejected::GiveUp`]), the symbols are kept
-    /// and more collected ([`Rejected::Collect`]); then each try
-    /// leaves out the next share ([`Rejected::Retry`]) until none is left
-    /// ([`Rejected::Exhausted`], the symbols forgotten).
     fn reject(&mut self, screen: bool) -> Rejected {
-        self.decoded = false;
-        match self.screen {
-            None if !screen => {
-                self.start_over();
-                Rejected::GiveUp
-            }
-            None => {
-                self.screen = Some(0);
-                Rejected::Collect
-            }
-            Some(out) if out + 1 < SCREEN_SHARES => {
-                self.screen = Some(out + 1);
-                Rejected::Retry
-            }
-            Some(_) => {
-                self.start_over();
-                Rejected::Exhausted
-            }
-        }
+        self.held.reject(screen)
     }
 
     fn screening(&self) -> bool {
-        self.screen.is_some()
+        self.held.screening()
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        // Only before a decode was tried (a decoded or screening decoder
-        // has tried one).
-        if self.tried > 0 {
-            return None;
-        }
-        self.held = IdSet::default();
-        Some(self.symbols.take_pairs())
+        self.held.take_symbols()
     }
 }
 
@@ -373,11 +267,11 @@ mod tests {
                 for (i, &esi) in ids.iter().take(k as usize + 1).enumerate() {
                     enc.symbol(esi, &mut out);
                     dec.add(esi, Some(&out));
-                    if i + 1 == k as usize && !dec.decoded {
+                    if i + 1 == k as usize && !dec.held.decoded() {
                         fail_k += 1;
                     }
                 }
-                if !dec.decoded {
+                if !dec.held.decoded() {
                     fail_k1 += 1;
                 }
                 n += 1;

@@ -5,8 +5,8 @@
 //! server wraps symbol ids past n = k + repair, so (unlike RaptorQ) a long
 //! repair history can repeat symbols. Any k distinct symbols decode.
 
-use super::symbols::Symbols;
-use super::{BlockDecoder, BlockEncoder, FecError, IdSet};
+use super::held::Held;
+use super::{BlockDecoder, BlockEncoder, FecError, Rejected};
 use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};
 
 /// Largest Reed-Solomon source block.
@@ -97,12 +97,11 @@ impl BlockEncoder for RsEncoder {
 
 /// Reed-Solomon decoder for one block.
 pub struct RsDecoder {
-    k: u32,
+    /// Symbols in the block's code: k source and the repair ids after.
     n: u32,
-    symbol_size: usize,
-    held: IdSet,
-    symbols: Symbols,
-    decoded: bool,
+    /// The symbols, and their screening when the bytes fail their hash
+    /// (any k distinct symbols solve, a forged one among them too).
+    held: Held,
 }
 
 impl RsDecoder {
@@ -110,89 +109,98 @@ impl RsDecoder {
     pub fn new(k: u32, symbol_size: u16) -> Self {
         let k = k.clamp(1, MAX_K);
         RsDecoder {
-            k,
             n: k + repair_count(k),
-            symbol_size: symbol_size as usize,
-            held: IdSet::default(),
-            symbols: Symbols::new(k, symbol_size as usize),
-            decoded: false,
+            held: Held::new(k, symbol_size as usize),
         }
     }
+}
 
-    fn decode_bytes(&self) -> Option<Vec<u8>> {
-        let (k, t) = (self.k as usize, self.symbol_size);
-        let mut out = vec![0u8; k * t];
-        // Ids are distinct (`held`) and below n (`admissible`).
-        let mut originals = 0;
-        for (id, s) in self.symbols.iter().filter(|(id, _)| *id < self.k) {
-            let at = id as usize * t;
-            out[at..at + t].copy_from_slice(s);
-            originals += 1;
-        }
-        if originals == k {
-            return Some(out);
-        }
-        let r = (self.n - self.k) as usize;
-        let mut dec = ReedSolomonDecoder::new(k, r, t).ok()?;
-        for (id, s) in self.symbols.iter() {
-            if id < self.k {
-                dec.add_original_shard(id as usize, s).ok()?;
-            } else {
-                dec.add_recovery_shard((id - self.k) as usize, s).ok()?;
+/// Solves a block of `k` symbols of `t` bytes and `n - k` repair ids from
+/// `symbols` (distinct, below n: [`Held::add`]).
+fn solve(
+    k: u32,
+    n: u32,
+    t: usize,
+    symbols: &mut dyn Iterator<Item = (u32, &[u8])>,
+) -> Option<Vec<u8>> {
+    let kk = k as usize;
+    let mut out = vec![0u8; kk * t];
+    let mut have = vec![false; kk];
+    let mut repair = Vec::new();
+    for (id, s) in symbols {
+        match have.get_mut(id as usize) {
+            Some(h) => {
+                let at = id as usize * t;
+                out[at..at + t].copy_from_slice(s);
+                *h = true;
             }
+            None => repair.push((id - k, s)),
         }
-        let res = dec.decode().ok()?;
-        for i in 0..k {
-            if let Some(s) = res.restored_original(i) {
-                out[i * t..(i + 1) * t].copy_from_slice(s);
-            }
-        }
-        Some(out)
     }
+    if have.iter().all(|h| *h) {
+        return Some(out);
+    }
+    let mut dec = ReedSolomonDecoder::new(kk, (n - k) as usize, t).ok()?;
+    for (i, s) in out.chunks_exact(t).enumerate() {
+        if have[i] {
+            dec.add_original_shard(i, s).ok()?;
+        }
+    }
+    for (i, s) in repair {
+        dec.add_recovery_shard(i as usize, s).ok()?;
+    }
+    let res = dec.decode().ok()?;
+    for (i, s) in res.restored_original_iter() {
+        if let Some(o) = out.get_mut(i * t..(i + 1) * t) {
+            o.copy_from_slice(s);
+        }
+    }
+    Some(out)
 }
 
 impl BlockDecoder for RsDecoder {
     fn add(&mut self, esi: u32, payload: Option<&[u8]>) -> bool {
-        let Some(p) = payload
-            .filter(|_| !self.decoded && super::admissible(esi, self.n, payload, self.symbol_size))
-        else {
-            return false;
-        };
-        if !self.held.insert(esi) {
-            return false;
-        }
-        self.symbols.push(esi, p);
-        true
+        self.held.add(esi, self.n, payload)
     }
 
     fn needed(&self) -> u32 {
-        if self.decoded {
-            0
-        } else {
-            self.k.saturating_sub(self.held.len())
-        }
+        let h = &self.held;
+        h.screen_needed().unwrap_or_else(|| {
+            if h.decoded() {
+                0
+            } else {
+                h.k().saturating_sub(h.distinct())
+            }
+        })
     }
 
     fn missing(&self) -> Vec<u32> {
-        self.held.missing_below(self.k)
+        self.held.missing()
+    }
+
+    fn held(&self) -> Option<u32> {
+        Some(self.held.len() as u32)
+    }
+
+    fn ready(&self) -> bool {
+        self.held.ready()
     }
 
     fn try_decode(&mut self) -> Option<Vec<u8>> {
-        if self.decoded || self.held.len() < self.k {
-            return None;
-        }
-        let out = self.decode_bytes()?;
-        self.decoded = true;
-        self.symbols = Symbols::new(self.k, self.symbol_size);
-        Some(out)
+        let (k, n, t) = (self.held.k(), self.n, self.held.symbol_size());
+        self.held.try_decode(|s| solve(k, n, t, s))
+    }
+
+    fn reject(&mut self, screen: bool) -> Rejected {
+        self.held.reject(screen)
+    }
+
+    fn screening(&self) -> bool {
+        self.held.screening()
     }
 
     fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        if self.decoded {
-            return None;
-        }
-        self.held = IdSet::default();
-        Some(self.symbols.take_pairs())
+        self.held.take_symbols()
     }
 }
 
