@@ -52,7 +52,7 @@ fn main() {
                 lan.listener(l, seed + i as u64);
             }
             lan.pollute(if rs {
-                Polluter::ahead(share, seed)
+                Polluter::untagged(share, seed).ahead()
             } else {
                 Polluter::untagged(share, seed)
             });

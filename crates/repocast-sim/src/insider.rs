@@ -41,14 +41,14 @@ impl Polluter {
         Self::with_key(share, None, seed)
     }
 
-    /// A polluter of push mode's untagged data that forges the ids the
-    /// sender sends next of the block (one to eight past the genuine
-    /// packet's): they fall within any code's ids, and beat the genuine
-    /// symbols of those ids to the receivers.
-    pub fn ahead(share: f64, seed: u64) -> Self {
+    /// This polluter, forging the ids the sender sends next of the block
+    /// (one to eight past the genuine packet's) rather than high ones:
+    /// they fall within any code's ids, and beat the genuine symbols of
+    /// those ids to the receivers.
+    pub fn ahead(self) -> Self {
         Polluter {
             ahead: true,
-            ..Self::with_key(share, None, seed)
+            ..self
         }
     }
 

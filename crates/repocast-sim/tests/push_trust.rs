@@ -212,7 +212,7 @@ fn screened_with(code: CodeKind, seed: u64, files: &[(String, Vec<u8>)]) {
         if let Some(s) = forged {
             lan.pollute(match code {
                 // Its ids are few: forged ones must be among them.
-                CodeKind::ReedSolomon => Polluter::ahead(0.0002, s),
+                CodeKind::ReedSolomon => Polluter::untagged(0.0002, s).ahead(),
                 _ => Polluter::untagged(0.0002, s),
             });
         }

@@ -20,6 +20,7 @@ mod common;
 use repocast_core::auth::{self, SessionKey};
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::Want;
+use repocast_core::fec::CodeKind;
 use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
@@ -54,10 +55,15 @@ fn lan(seed: u64, data: &[(String, Vec<u8>)]) -> VirtualLan {
 }
 
 fn lan_with(seed: u64, data: &[(String, Vec<u8>)], encrypt: bool) -> VirtualLan {
+    lan_coded(seed, data, encrypt, Profile::Lan.server().code)
+}
+
+fn lan_coded(seed: u64, data: &[(String, Vec<u8>)], encrypt: bool, code: CodeKind) -> VirtualLan {
     let mut h = VirtualLan::new(
         Profile::Lan,
         |c| {
             c.seed = seed;
+            c.code = code;
             c.encrypt = encrypt;
             c.session = SESSION;
             c.max_block_symbols = 64;
@@ -317,6 +323,39 @@ fn an_insider_polluting_symbols_corrupts_nothing_and_every_receiver_ends() {
         corrupt += r.client.corrupt_blocks;
     }
     assert!(corrupt > 0, "the polluted symbols reached the decoders");
+}
+
+/// An insider's rare forged symbols among the ids the server sends next
+/// (the only ones a Reed-Solomon block takes): a block decoded from one
+/// fails its hash and is screened for it, with the repairs its eighth
+/// more asks for, and every receiver verifies every item, RaptorQ and
+/// Reed-Solomon alike.
+#[test]
+fn an_insiders_forged_symbols_are_screened_out_of_blocks_of_either_code() {
+    let s = seed();
+    let data = items(s);
+    for code in [CodeKind::RaptorQ, CodeKind::ReedSolomon] {
+        let mut h = lan_coded(s, &data, false, code);
+        let key = SessionKey::from_bytes(INSIDER_KEY);
+        h.pollute(repocast_sim::insider::Polluter::new(0.003, key, s).ahead());
+        assert!(
+            h.run(Instant::from_micros(300_000_000)),
+            "{code:?}: unfinished"
+        );
+        let (mut corrupt, mut screened) = (0, 0);
+        for (i, r) in h.reports().iter().enumerate() {
+            for o in &r.outcomes {
+                assert_eq!(o.result, Ok(()), "{code:?}: client {i}: {}", o.name);
+                let src = data.iter().find(|d| d.0 == o.name).expect("name");
+                assert_eq!(r.files.get(&o.name), Some(&src.1), "{}", o.name);
+            }
+            corrupt += r.client.corrupt_blocks;
+            screened += r.client.screened_blocks;
+        }
+        eprintln!("{code:?}: {corrupt} blocks failed their hash, {screened} screened");
+        assert!(corrupt > 0, "{code:?}: no forged symbol reached a decoder");
+        assert!(screened > 0, "{code:?}: none screened");
+    }
 }
 
 /// Key rotation: every receiver, whether welcomed before the rotation,
