@@ -12,6 +12,8 @@
 #
 #   tests/netlab-push.sh                      # 32 MiB at 100M, losses 0.05,0.05,0.5
 #   RATE=100M SIZE_MIB=32 LOSSES=0.05,0.05,0.5 RUNS=3 tests/netlab-push.sh
+#                                             # (with RUNS > 1 it ends with each
+#                                             # listener's median ratio)
 #   KEEP=1 tests/netlab-push.sh               # keep the logs and files
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
@@ -133,8 +135,23 @@ except (OSError, ValueError):
 spec = '${loss[$((c-1))]}'; p = float(spec.split(':')[1] if spec.startswith('ge:') else spec); ideal = $bytes * 8 / ($rate_bps * (1 - p)); own = float(r.get("elapsed_s", 0))
 print(f"run $run listener c$c loss {spec}: {own:.3f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.3f} s; "
       f"{r.get('datagrams', '?')} datagrams; file identical: $ok; receive-buffer drops ${drops:-?} so far")
+with open("$WORK/ratios", "a") as f:
+    f.write(f"c$c {spec} {own/ideal:.3f}\n")
 PY
   done
 done
+if [ "$RUNS" -gt 1 ]; then
+  # Each listener's median over the runs (what issue 14's goal is read on).
+  python3 - "$WORK/ratios" <<'PY'
+import statistics, sys
+by = {}
+for line in open(sys.argv[1]):
+    c, spec, r = line.split()
+    by.setdefault((c, spec), []).append(float(r))
+for (c, spec), rs in sorted(by.items()):
+    print(f"listener {c} loss {spec}: median ratio {statistics.median(rs):.3f} over {len(rs)} runs "
+          f"(min {min(rs):.3f}, max {max(rs):.3f})")
+PY
+fi
 tail -n 2 "$WORK/c$n.log" | sed "s/^/  c$n: /"
 exit $fail
