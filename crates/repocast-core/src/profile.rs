@@ -348,6 +348,16 @@ pub fn push_block_symbols(code: CodeKind) -> u32 {
     }
 }
 
+/// The blocks `push --code CODE [--block-symbols N]` gives its items: the
+/// largest source block (`max_block`, else [`push_block_symbols`]) and
+/// whether blocks grow for large items ([`push_block_growth`]).
+pub fn push_blocks(code: CodeKind, max_block: Option<u32>) -> (u32, Option<BlockGrowth>) {
+    (
+        max_block.unwrap_or(push_block_symbols(code)),
+        push_block_growth(code, max_block),
+    )
+}
+
 /// The largest link MTU an automatic symbol size fills: packets stay
 /// within a standard Ethernet frame unless the user asks for more (a
 /// jumbo-frame interface may still have receivers behind 1,500-byte

@@ -87,10 +87,11 @@ fn main() {
         );
         return;
     }
+    let (max_block_symbols, growth) = repocast_core::profile::push_blocks(CodeKind::RaptorQ, None);
     let fec = FecParams {
         code: CodeKind::RaptorQ,
         symbol_size: num("symbol", 512.0) as u16,
-        max_block_symbols: repocast_core::profile::push_block_symbols(CodeKind::RaptorQ),
+        max_block_symbols,
     };
     for (label, sched) in [
         ("flat", SchedulerKind::Flat),
@@ -103,7 +104,7 @@ fn main() {
     ] {
         let mut push = PushConfig::shipped(
             &fec,
-            repocast_core::profile::push_block_growth(CodeKind::RaptorQ, None),
+            growth,
             sched,
             seed,
             num("rate", 1e6) as u64,

@@ -67,8 +67,8 @@ pub fn shipped_pusher() -> PushConfig {
 pub fn shipped_pusher_with(code: CodeKind) -> PushConfig {
     let mut cfg = shipped_pusher();
     cfg.server.code = code;
-    cfg.server.max_block_symbols = repocast_core::profile::push_block_symbols(code);
-    cfg.server.block_growth = repocast_core::profile::push_block_growth(code, None);
+    (cfg.server.max_block_symbols, cfg.server.block_growth) =
+        repocast_core::profile::push_blocks(code, None);
     cfg
 }
 

@@ -26,7 +26,7 @@ use repocast_core::endpoint::Dest;
 use repocast_core::endpoint::pack::PushSet;
 use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStats, plan_set};
 use repocast_core::fec::layout::BlockGrowth;
-use repocast_core::profile::{push_block_growth, push_block_symbols};
+use repocast_core::profile::push_blocks;
 use repocast_core::sched::SchedulerKind;
 use repocast_core::wire::FecParams;
 use rescan::{RESCAN_QUIET, Rescan};
@@ -175,12 +175,12 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         false,
         false,
     );
+    let (max_block_symbols, growth) = push_blocks(opts.code, opts.max_block);
     let fec = FecParams {
         code: opts.code,
         symbol_size,
-        max_block_symbols: opts.max_block.unwrap_or(push_block_symbols(opts.code)),
+        max_block_symbols,
     };
-    let growth = push_block_growth(opts.code, opts.max_block);
     let o = opts.clone();
     let mut first = tokio::task::spawn_blocking(move || scan(&o, &fec, growth, &HashSet::new()))
         .await
