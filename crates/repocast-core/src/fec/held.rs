@@ -193,7 +193,7 @@ impl Held {
     /// Hands over the symbols held and forgets them, only before a solve
     /// was tried (a decoded or screening block has tried one).
     pub(super) fn take_symbols(&mut self) -> Option<Vec<(u32, Vec<u8>)>> {
-        if self.tried > 0 || self.decoded || self.screen.is_some() {
+        if self.tried > 0 {
             return None;
         }
         self.ids = IdSet::default();
