@@ -1,5 +1,5 @@
 //! `repocast serve --config FILE`: the same settings as the flags, in TOML,
-//! read straight into [`ServeOptions`] (unknown keys are an error). A flag
+//! read straight into [`ServeOptions`](repocast_net::server::ServeOptions) (unknown keys are an error). A flag
 //! given on the command line wins over the file.
 //!
 //! ```toml

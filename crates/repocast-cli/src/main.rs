@@ -4,6 +4,11 @@
 //! to `repocast-net` (real UDP multicast and TCP); `demo --virtual` to the
 //! simulator's virtual LAN (the same endpoints, virtual time). No protocol logic lives here.
 
+// The flags' doc comments are their `--help` text, which shows defaults
+// and choices in brackets (`[100M]`, `[mad]`); rustdoc would read those as
+// links, and escaping them would put backslashes in `--help`.
+#![allow(rustdoc::broken_intra_doc_links)]
+
 mod bench;
 mod config;
 mod demo;

@@ -188,7 +188,7 @@ fn load_cache(path: &Path) -> HashMap<CacheKey, ([u8; 32], Vec<[u8; 32]>)> {
 impl Repository {
     /// Scans `root` for `fec`'s layout (each file's blocks grown by `growth`
     /// as [`item_fec`] says), reusing cached hashes of files whose size,
-    /// times and inode are unchanged ([`stamp`]).
+    /// times and inode are unchanged (`stamp`).
     pub fn scan(
         root: &Path,
         fec: &FecParams,

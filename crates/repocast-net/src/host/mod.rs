@@ -20,7 +20,7 @@
 //!   requests that want its item (the kernel filter on the shared socket
 //!   keeps the union of what they want), an announcement to all.
 //! - The follower shows the same progress and returns the same report as
-//!   a `get` on its own ([`msg`]), and exits the same way.
+//!   a `get` on its own (the `msg` module), and exits the same way.
 //! - The local socket is an abstract Unix socket (so it belongs to the
 //!   host's network namespace, and leaves no file behind), named by the
 //!   user, the server, the interface and the join mode; each side checks
