@@ -16,6 +16,10 @@
 #                                             # listener's median ratio)
 #   KEEP=1 tests/netlab-push.sh               # keep the logs and files
 #   PUSH_ARGS='--block-symbols 4000' tests/netlab-push.sh   # more flags for push
+#   SSM=1 tests/netlab-push.sh                # source-specific: groups in 232/8,
+#                                             # push --source and listen --source
+#                                             # the server's address
+#   LISTEN_ARGS='...' tests/netlab-push.sh    # more flags for every listener
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
 #   FILES=200 SIZE_MIB=8 tests/netlab-push.sh # a set of 200 files, 8 MiB in all
 #   OUT_DISK=own tests/netlab-push.sh         # each listener writes to a file
@@ -66,8 +70,10 @@ if ! bash "$LAB" --name "$NAME" up --clients "$n" --client-loss "$LOSSES" >/dev/
 fi
 "$BIN" keygen --out "$WORK/push.key" >/dev/null 2>&1
 KEY="$WORK/push.key.pub"
+# SSM=1: both sides name the server's address and use source-specific groups.
+if [ -n "${SSM:-}" ]; then SSM_ARGS="--source 10.77.0.1 --group 232.255.47.11:4711"; fi
 bash "$LAB" --name "$NAME" exec srv -- "$BIN" push "$WORK/repo" --interface eth0 --key "$WORK/push.key" \
-  --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" ${PUSH_ARGS:-} > "$WORK/push.log" 2>&1 &
+  --metrics 10.77.0.1:4713 --rate "$RATE" --code "$CODE" ${SSM_ARGS:-} ${PUSH_ARGS:-} > "$WORK/push.log" 2>&1 &
 BG_PID=$!
 sleep 1.3
 
@@ -115,7 +121,7 @@ for run in $(seq 1 "$RUNS"); do
       if [ -n "${LISTEN_USER:-}" ]; then install -d -o "$LISTEN_USER" "$WORK/out$c"; fi
     fi
     ( bash "$LAB" --name "$NAME" exec "c$c" -- "${as[@]}" "$BIN" listen --trust "$KEY" --interface eth0 \
-        --out "$WORK/out$c" --timeout "$TIMEOUT" --json > "$WORK/c$c.json" 2> "$WORK/c$c.log"
+        --out "$WORK/out$c" --timeout "$TIMEOUT" --json ${SSM_ARGS:-} ${LISTEN_ARGS:-} > "$WORK/c$c.json" 2> "$WORK/c$c.log"
       echo $? > "$WORK/c$c.rc" ) &
     pids+=($!)
   done

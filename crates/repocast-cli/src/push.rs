@@ -9,7 +9,7 @@ use repocast_net::listen::{self, ListenOptions};
 use repocast_net::push::options::announce_group_for;
 use repocast_net::push::{self, PushOptions, PushScheduler};
 use repocast_net::socket::Interface;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -35,6 +35,10 @@ pub struct PushArgs {
     /// Catalogue group:port [the next address and port after --group].
     #[arg(long)]
     pub announce_group: Option<SocketAddr>,
+    /// Send from this address of the host, for listeners joining
+    /// source-specifically (`listen --source`) [the system's choice].
+    #[arg(long)]
+    pub source: Option<IpAddr>,
     /// Multicast TTL (hop limit) [1].
     #[arg(long)]
     pub ttl: Option<u32>,
@@ -143,6 +147,7 @@ pub fn options(a: &PushArgs) -> Result<PushOptions, String> {
     (o.data_group, o.announce_group) =
         groups(a.group, a.announce_group, (o.data_group, o.announce_group));
     o.ttl = a.ttl.unwrap_or(o.ttl);
+    o.source = a.source.or(o.source);
     if let Some(s) = &a.scheduler {
         o.scheduler = match s.as_str() {
             "mad" => PushScheduler::Mad,
@@ -251,6 +256,10 @@ pub struct ListenArgs {
     /// Interface to join on: an IPv4 address or a name.
     #[arg(long)]
     pub interface: Option<String>,
+    /// Hear only this pusher's address: join both groups source-specifically
+    /// (needed in the source-specific range, 232.0.0.0/8 and ff3x::/32) [any source].
+    #[arg(long)]
+    pub source: Option<IpAddr>,
     /// Output folder.
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
@@ -260,7 +269,7 @@ pub struct ListenArgs {
     /// Stay tuned: take every new catalogue version, update changed files.
     #[arg(long)]
     pub satellite: bool,
-    /// Give up after this many seconds without a catalogue or progress [60].
+    /// Give up after this many seconds without a catalogue or progress.
     #[arg(long, default_value_t = 60)]
     pub timeout: u64,
     /// Replace existing files that differ (always with --satellite).
@@ -283,6 +292,7 @@ fn listen_options(a: &ListenArgs) -> Result<ListenOptions, String> {
     (o.data_group, o.announce_group) =
         groups(a.group, a.announce_group, (o.data_group, o.announce_group));
     o.interface = Interface::parse(a.interface.as_deref()).map_err(e)?;
+    o.source = a.source;
     o.select = a.items.clone();
     o.satellite = a.satellite;
     o.timeout = Duration::from_secs(a.timeout.max(1));
@@ -421,5 +431,40 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Push {
+        #[command(flatten)]
+        a: PushArgs,
+    }
+
+    #[derive(Parser)]
+    struct Listen {
+        #[command(flatten)]
+        a: ListenArgs,
+    }
+
+    #[test]
+    fn a_source_is_taken_from_the_flags_and_the_config_file() {
+        let src: IpAddr = "10.77.0.1".parse().expect("ip");
+        let p = Push::try_parse_from(["push", "site", "--source", "10.77.0.1"]).expect("args");
+        assert_eq!(options(&p.a).expect("options").source, Some(src));
+        let dir = tempfile::tempdir().expect("tmp");
+        let cfg = dir.path().join("push.toml");
+        std::fs::write(&cfg, "dir = \"site\"\nsource = \"10.77.0.1\"\n").expect("write");
+        let cfg = cfg.to_string_lossy().into_owned();
+        let p = Push::try_parse_from(["push", "--config", cfg.as_str()]).expect("args");
+        assert_eq!(options(&p.a).expect("options").source, Some(src));
+        let l = Listen::try_parse_from(["listen", "--source", "10.77.0.1"]).expect("args");
+        assert_eq!(listen_options(&l.a).expect("options").source, Some(src));
+        let l = Listen::try_parse_from(["listen"]).expect("args");
+        assert_eq!(listen_options(&l.a).expect("options").source, None);
     }
 }

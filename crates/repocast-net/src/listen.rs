@@ -21,7 +21,7 @@ use repocast_core::endpoint::listen::{ListenConfig, ListenEndpoint, ListenEvent,
 use repocast_core::endpoint::signing::VerifierStats;
 use repocast_core::loss::LossSpec;
 use repocast_core::profile::Profile;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
@@ -35,6 +35,10 @@ pub struct ListenOptions {
     pub announce_group: SocketAddr,
     /// Interface to join on.
     pub interface: Interface,
+    /// The pusher's address, to join both groups source-specifically
+    /// (`--source`; needed in the source-specific range, 232.0.0.0/8 and
+    /// ff3x::/32). None: any source.
+    pub source: Option<IpAddr>,
     /// Output folder.
     pub out: PathBuf,
     /// Item name patterns (empty: all).
@@ -66,6 +70,7 @@ impl ListenOptions {
             )
                 .into(),
             interface: Interface::default(),
+            source: None,
             out,
             select: Vec::new(),
             satellite: false,
@@ -173,6 +178,12 @@ pub async fn listen(
     mut stop: Option<watch::Receiver<bool>>,
 ) -> Result<ListenReport, NetError> {
     crate::settings::check_groups(opts.data_group, opts.announce_group)?;
+    crate::settings::check_source(opts.data_group, opts.source)?;
+    if opts.source.is_none() && crate::settings::is_ssm_range(opts.data_group.ip()) {
+        return Err(NetError::Setting(
+            "the group is in the source-specific range (232.0.0.0/8, ff3x::/32): name the pusher with --source",
+        ));
+    }
     let started = std::time::Instant::now();
     let store = Store::new(&opts.out)?.overwrite(opts.overwrite || opts.satellite);
     let mut cfg = ListenConfig::new(Profile::Push.client());
@@ -191,7 +202,7 @@ pub async fn listen(
         &opts.data_group,
         &opts.announce_group,
         &opts.interface,
-        None,
+        opts.source,
         opts.loss,
         opts.seed,
     )?;

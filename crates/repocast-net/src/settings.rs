@@ -189,6 +189,7 @@ impl ServeOptions {
             ));
         }
         check_groups(self.data_group, self.announce_group)?;
+        check_source(self.data_group, self.source)?;
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
@@ -212,6 +213,37 @@ pub(crate) fn check_copies(copies: u8) -> Result<(), NetError> {
     }
 }
 
+/// A `--source` (the address a sender's packets come from, or the one a
+/// receiver joins source-specifically to hear): of the groups' family, and
+/// a host's address, not a group or the unspecified one (serve, push and
+/// listen alike).
+pub(crate) fn check_source(group: SocketAddr, source: Option<IpAddr>) -> Result<(), NetError> {
+    let Some(s) = source else { return Ok(()) };
+    if s.is_ipv4() != group.is_ipv4() {
+        return Err(NetError::Setting(
+            "--source must be of the groups' family (IPv4 or IPv6)",
+        ));
+    }
+    if s.is_multicast() || s.is_unspecified() {
+        return Err(NetError::Setting(
+            "--source must be a host's address, not a group or unspecified",
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `ip` is in the source-specific multicast range (232.0.0.0/8,
+/// ff3x::/32), where routers forward a group only to receivers that name
+/// its source.
+pub fn is_ssm_range(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.octets()[0] == 232,
+        // ff3x::/32 (RFC 4607); ff3x:00PL:... with a prefix length PL is
+        // a unicast-prefix-based group (RFC 3306), any-source.
+        IpAddr::V6(v6) => v6.segments()[0] & 0xfff0 == 0xff30 && v6.segments()[1] == 0,
+    }
+}
+
 /// Both groups multicast, of one family, and different (serve, push and
 /// listen alike).
 pub(crate) fn check_groups(data: SocketAddr, announce: SocketAddr) -> Result<(), NetError> {
@@ -231,4 +263,35 @@ pub(crate) fn check_groups(data: SocketAddr, announce: SocketAddr) -> Result<(),
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_source_specific_range_and_a_source_are_checked() {
+        let ip = |s: &str| s.parse::<IpAddr>().expect("ip");
+        for (s, ssm) in [
+            ("232.0.0.1", true),
+            ("232.255.1.2", true),
+            ("239.255.47.11", false),
+            ("233.1.1.1", false),
+            ("ff3e::8000:1", true),
+            ("ff35::1", true),
+            ("ff15::4701", false),
+            ("ff3e:30:2001:db8::1", false),
+        ] {
+            assert_eq!(is_ssm_range(ip(s)), ssm, "{s}");
+        }
+        let g: SocketAddr = "232.1.1.1:4711".parse().expect("group");
+        assert!(check_source(g, None).is_ok());
+        assert!(check_source(g, Some(ip("10.0.0.1"))).is_ok());
+        for bad in ["::1", "239.1.1.1", "0.0.0.0"] {
+            assert!(check_source(g, Some(ip(bad))).is_err(), "{bad}");
+        }
+        let g6: SocketAddr = "[ff3e::1]:4711".parse().expect("group");
+        assert!(check_source(g6, Some(ip("fe80::1"))).is_ok());
+        assert!(check_source(g6, Some(ip("10.0.0.1"))).is_err());
+    }
 }

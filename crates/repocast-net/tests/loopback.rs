@@ -139,7 +139,10 @@ fn served_layout(size: u64) -> repocast_core::fec::layout::Layout {
 }
 
 /// A `get` of `names` into `out`, killed (aborted: nothing is cleaned up,
-/// as with kill -9) once it has written a few verified blocks.
+/// as with kill -9) once it has written a few verified blocks. Returns
+/// once the server has dropped it and has nothing queued, so what the
+/// server sends from then on is for whoever comes next (on a loaded
+/// machine the server may see the connection close a while after).
 async fn get_killed_midway(srv: &server::ServerHandle, out: &std::path::Path, names: &[&str]) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let first = tokio::spawn(client::get(get_opts(srv, out, names, 0.0, 1), Some(tx)));
@@ -148,6 +151,11 @@ async fn get_killed_midway(srv: &server::ServerHandle, out: &std::path::Path, na
     }
     first.abort();
     let _ = first.await;
+    eventually(async || {
+        let s = srv.snapshot();
+        s.clients.is_empty() && s.queue == 0
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

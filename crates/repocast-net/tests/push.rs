@@ -116,6 +116,67 @@ async fn a_listener_pinned_to_another_key_takes_nothing() {
     h.stop().await.expect("stop");
 }
 
+/// Source-specific multicast (SPEC 6): a pusher sending from a named
+/// address to groups in 232.0.0.0/8 reaches a listener that names it with
+/// `--source`; a listener naming another address joins as well but hears
+/// nothing, and one naming no source is refused before it joins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn source_specific_listeners_hear_the_source_they_name_only() {
+    let repo = seeded_repo(&[("s.bin", 200_000)], 4);
+    let ssm = |g: std::net::SocketAddr| match g.ip() {
+        std::net::IpAddr::V4(v4) => {
+            let [_, b, c, d] = v4.octets();
+            std::net::SocketAddr::from((Ipv4Addr::new(232, b, c, d), g.port()))
+        }
+        std::net::IpAddr::V6(_) => g,
+    };
+    let (data, ann) = groups();
+    let mut o = PushOptions::new(repo.path().to_path_buf());
+    (o.data_group, o.announce_group) = (ssm(data), ssm(ann));
+    o.interface = lo();
+    o.source = Some(Ipv4Addr::LOCALHOST.into());
+    o.rate_bps = 50_000_000;
+    o.metrics = None;
+    let h = push::start(o.clone()).await.expect("push");
+    assert!(h.banner.contains("from 127.0.0.1"), "{}", h.banner);
+
+    let (right, wrong) = (
+        tempfile::tempdir().expect("tmp"),
+        tempfile::tempdir().expect("tmp"),
+    );
+    let mut l = listen_opts(&o, right.path(), 0.1, 3);
+    l.source = o.source;
+    l.trust = Some(h.key);
+    let r = listen(l, None, None).await.expect("listen");
+    check(&r, repo.path(), right.path(), &["s.bin"]);
+
+    let mut l = listen_opts(&o, wrong.path(), 0.0, 3);
+    l.source = Some(Ipv4Addr::new(127, 0, 0, 2).into());
+    l.timeout = Duration::from_secs(2);
+    let r = listen(l, None, None).await.expect("listen");
+    assert!(!r.all_ok());
+    assert_eq!(r.datagrams, 0, "another source's packets were heard");
+    let why = r.ended.expect("ended");
+    assert!(why.contains("no complete catalogue"), "{why}");
+    assert!(!wrong.path().join("s.bin").exists());
+
+    // In the source-specific range a listener must name its source; a
+    // source of another family is refused, on either side.
+    let l = listen_opts(&o, wrong.path(), 0.0, 3);
+    let err = listen(l, None, None).await.expect_err("no source");
+    assert!(err.to_string().contains("--source"), "{err}");
+    let mut l = listen_opts(&o, wrong.path(), 0.0, 3);
+    l.source = Some(std::net::Ipv6Addr::LOCALHOST.into());
+    assert!(listen(l, None, None).await.is_err());
+    let mut bad = o.clone();
+    bad.source = Some(Ipv4Addr::new(239, 1, 1, 1).into());
+    match push::start(bad).await {
+        Err(e) => assert!(e.to_string().contains("--source"), "{e}"),
+        Ok(_) => panic!("a group taken as the source"),
+    }
+    h.stop().await.expect("stop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pusher_stops_after_its_redundancy_and_a_glob_selects() {
     let repo = seeded_repo(&[("keep/a.txt", 50_000), ("skip.bin", 80_000)], 3);

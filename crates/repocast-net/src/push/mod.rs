@@ -214,7 +214,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         &opts.announce_group,
         &opts.interface,
         opts.ttl,
-        None,
+        opts.source,
         opts.rate_bps,
     )?;
     let shared: Shared = Arc::new(Mutex::new(Snapshot {
@@ -224,7 +224,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     }));
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let banner = format!(
-        "repocast push {}: {n} files{}, {:.1} MiB{}; data {}, catalogue {}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
+        "repocast push {}: {n} files{}, {:.1} MiB{}; data {}, catalogue {}{}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
         opts.dir.display(),
         match packs {
             0 => String::new(),
@@ -238,6 +238,10 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         },
         opts.data_group,
         opts.announce_group,
+        match opts.source {
+            Some(s) => format!(", from {s} (source-specific joins: listen --source {s})"),
+            None => String::new(),
+        },
         opts.ttl,
         opts.rate_bps as f64 / 1e6,
         match opts.scheduler {

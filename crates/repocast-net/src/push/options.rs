@@ -4,7 +4,7 @@
 
 use crate::NetError;
 use crate::addr;
-use crate::settings::{check_groups, de};
+use crate::settings::{check_groups, check_source, de};
 use crate::socket::Interface;
 use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
@@ -39,6 +39,10 @@ pub struct PushOptions {
     /// Interface to send on.
     #[serde(deserialize_with = "de::interface")]
     pub interface: Interface,
+    /// The address the packets are sent from (bound; `--source`), which
+    /// listeners joining source-specifically name (None: the system's
+    /// choice for the interface).
+    pub source: Option<IpAddr>,
     /// Multicast TTL / hop limit.
     pub ttl: u32,
     /// Data rate cap, bits per second (the catalogue included).
@@ -111,6 +115,7 @@ impl PushOptions {
             data_group: (addr::PUSH_DATA_GROUP_V4, addr::PUSH_DATA_PORT).into(),
             announce_group: (addr::PUSH_ANNOUNCE_GROUP_V4, addr::PUSH_ANNOUNCE_PORT).into(),
             interface: Interface::default(),
+            source: None,
             ttl: 1,
             rate_bps: 100_000_000,
             scheduler: PushScheduler::Mad,
@@ -139,6 +144,7 @@ impl PushOptions {
             ));
         }
         check_groups(self.data_group, self.announce_group)?;
+        check_source(self.data_group, self.source)?;
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
