@@ -190,6 +190,13 @@ impl ServeOptions {
         }
         check_groups(self.data_group, self.announce_group)?;
         check_source(self.data_group, self.source)?;
+        if self.source.is_none() && is_ssm_range(self.data_group.ip()) {
+            // Clients join source-specifically only to a source the
+            // server names; any-source joins there are not forwarded.
+            return Err(NetError::Setting(
+                "the groups are in the source-specific range (232.0.0.0/8, ff3x::/32): give --source, this host's address",
+            ));
+        }
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
@@ -290,6 +297,13 @@ mod tests {
         for bad in ["::1", "239.1.1.1", "0.0.0.0"] {
             assert!(check_source(g, Some(ip(bad))).is_err(), "{bad}");
         }
+        let mut o = ServeOptions::new(PathBuf::from("repo"));
+        o.data_group = g;
+        o.announce_group = "232.1.1.2:4712".parse().expect("group");
+        let err = o.validate().expect_err("no source in the SSM range");
+        assert!(err.to_string().contains("--source"), "{err}");
+        o.source = Some(ip("10.0.0.1"));
+        assert!(o.validate().is_ok());
         let g6: SocketAddr = "[ff3e::1]:4711".parse().expect("group");
         assert!(check_source(g6, Some(ip("fe80::1"))).is_ok());
         assert!(check_source(g6, Some(ip("10.0.0.1"))).is_err());
