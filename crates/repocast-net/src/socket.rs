@@ -231,8 +231,7 @@ fn sending_socket(
             let ip = source
                 .filter(IpAddr::is_ipv4)
                 .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-            s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
-                .map_err(err("bind"))?;
+            bind_source(&s, ip, group)?;
         }
         IpAddr::V6(_) => {
             s.set_multicast_hops_v6(ttl).map_err(err("set hops"))?;
@@ -244,11 +243,21 @@ fn sending_socket(
             let ip = source
                 .filter(IpAddr::is_ipv6)
                 .unwrap_or(IpAddr::V6(Ipv6Addr::UNSPECIFIED));
-            s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
-                .map_err(err("bind"))?;
+            bind_source(&s, ip, group)?;
         }
     }
     Ok(s)
+}
+
+/// Binds a sending socket to `ip` (any port): the unspecified address, or
+/// the `--source` named, which must be one of this host's.
+fn bind_source(s: &Socket, ip: IpAddr, group: &SocketAddr) -> Result<(), NetError> {
+    let what = match ip.is_unspecified() {
+        true => "bind".to_string(),
+        false => format!("bind to the source {ip} (is it an address of this host?)"),
+    };
+    s.bind(&SockAddr::from(SocketAddr::new(ip, 0)))
+        .map_err(sending_error(group, &what))
 }
 
 /// A socket that receives `group` on `iface`, joined source-specifically
@@ -501,6 +510,19 @@ mod tests {
             wrong.try_recv_from(&mut buf).is_err(),
             "another source's join heard it"
         );
+    }
+
+    /// A source that is not this host's address is refused with a reason
+    /// that names it.
+    #[tokio::test]
+    async fn a_source_not_of_this_host_is_named_in_the_error() {
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 172), 4772).into();
+        let src = Ipv4Addr::new(192, 0, 2, 7).into();
+        match sender(&group, &lo, 1, Some(src), RATE) {
+            Err(e) => assert!(e.to_string().contains("source 192.0.2.7"), "{e}"),
+            Ok(_) => panic!("bound to an address this host does not have"),
+        }
     }
 
     /// A sending rate for the tests' senders.
