@@ -96,6 +96,8 @@ pub struct PushReport {
     pub client: Option<ClientStats>,
     /// Catalogue versions it took, in order.
     pub versions: Vec<u64>,
+    /// Outcomes its endpoint remembers (`ListenEndpoint::outcomes_held`).
+    pub outcomes_held: usize,
 }
 
 struct Host {
@@ -360,7 +362,7 @@ impl PushLan {
                 let inner = h.ep.as_ref().and_then(|e| e.receiver());
                 let receiver = inner.map(|r| r.stats());
                 let client = inner.map(|r| r.client_stats());
-                let (outcomes, files, stats, written) = match &h.ep {
+                let (outcomes, files, stats, written, held) = match &h.ep {
                     Some(e) => {
                         let store = e.store();
                         (
@@ -368,6 +370,7 @@ impl PushLan {
                             store.map(|s| s.files().clone()).unwrap_or_default(),
                             e.stats(),
                             store.map_or(0, |s| s.blocks_written),
+                            e.outcomes_held(),
                         )
                     }
                     None => Default::default(),
@@ -383,6 +386,7 @@ impl PushLan {
                     receiver,
                     client,
                     versions: h.versions.clone(),
+                    outcomes_held: held,
                 }
             })
             .collect()

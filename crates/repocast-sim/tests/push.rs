@@ -320,6 +320,50 @@ fn a_satellite_listener_takes_an_added_and_a_changed_file() {
     check_files(r, &v2);
 }
 
+/// A satellite listener remembers outcomes of the files on air, not of
+/// every name it ever saw: a pusher whose files come and go under new
+/// names for months does not grow it. A file that comes back unchanged is
+/// found in place by its hash, not received again.
+#[test]
+fn a_satellite_listener_forgets_files_gone_from_the_catalogue() {
+    let seed = seed_or(5);
+    let keep = ("keep.txt".to_string(), bytes(30_000, seed));
+    let daily = |v: u64| (format!("day-{v}.log"), bytes(20_000, seed + v));
+    let version = |v: u64| vec![keep.clone(), daily(v)];
+    let mut lan =
+        PushLan::new(config(), Identity::from_seed([7; 32]), 1, &version(1)).expect("lan");
+    let mut l = listener(0.1, 0.0);
+    l.cfg.satellite = true;
+    lan.listener(l, seed);
+    let mut t = 1.0;
+    lan.run(secs(t));
+    for v in 2..=12 {
+        lan.replace(v, &version(v)).expect("replace");
+        t += 1.0;
+        lan.run(secs(t));
+        let r = &lan.reports()[0];
+        check_files(r, &version(v));
+        assert!(
+            r.outcomes_held <= 2,
+            "version {v}: {} held",
+            r.outcomes_held
+        );
+    }
+    let r = &lan.reports()[0];
+    assert_eq!(r.versions, (1..=12).collect::<Vec<_>>());
+    // Day 3's log comes back as it was: in place already, nothing written.
+    let written = r.blocks_written;
+    lan.replace(13, &[keep.clone(), daily(3)]).expect("replace");
+    lan.run(secs(t + 1.0));
+    let r = &lan.reports()[0];
+    assert_eq!(r.versions.last(), Some(&13));
+    check_files(r, &[keep.clone(), daily(3)]);
+    assert_eq!(
+        r.blocks_written, written,
+        "a file in place was received again"
+    );
+}
+
 /// A listener that tunes in and drops out ends with the newest version it
 /// saw of every file it wanted: a file it verified and a newer version
 /// changed is received again, not kept at its older content beside the

@@ -240,6 +240,12 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.inner.as_ref()
     }
 
+    /// Outcomes remembered: one per file of the active version at most
+    /// (those of files gone from it are forgotten as it is taken).
+    pub fn outcomes_held(&self) -> usize {
+        self.results.len()
+    }
+
     /// Signatures checked with Ed25519, and those answered from memory.
     pub fn signatures_checked(&self) -> (u64, u64) {
         self.verified.counts()
@@ -454,11 +460,14 @@ impl<S: BlockStore> ListenEndpoint<S> {
     /// outcome for other content than the new version's, or a failure, is
     /// no outcome of this version (the file is received again); a TIDDO
     /// listener gives up a file changed more than [`MAX_CHANGES_FOLLOWED`]
-    /// times.
+    /// times. Outcomes of files the new version no longer has are
+    /// forgotten, so a satellite listener that runs for months remembers
+    /// the files on air, not every name it ever saw (a file that comes
+    /// back is found in place by its hash, `Resume::Complete`).
     fn follow_changes(&mut self, older: &BTreeMap<String, ([u8; 32], u64)>) {
         let hashes = &self.hashes;
         (self.results).retain(|n, (h, o)| {
-            (hashes.get(n)).is_none_or(|(now, _)| now == h && o.result.is_ok())
+            (hashes.get(n)).is_some_and(|(now, _)| now == h && o.result.is_ok())
         });
         if self.cfg.satellite {
             return;
