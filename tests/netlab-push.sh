@@ -111,6 +111,7 @@ if [ -n "${LISTEN_USER:-}" ]; then
   as=(setpriv --reuid="$LISTEN_USER" --regid="$(id -g "$LISTEN_USER")" --clear-groups)
 fi
 for run in $(seq 1 "$RUNS"); do
+  steal0=$(steal_ms)
   pids=()
   for c in $(seq 1 "$n"); do
     if [ ${#own[@]} -gt 0 ]; then
@@ -126,6 +127,7 @@ for run in $(seq 1 "$RUNS"); do
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p"; done
+  steal=$(( $(steal_ms) - steal0 ))
   for c in $(seq 1 "$n"); do
     rc=$(cat "$WORK/c$c.rc")
     ok=yes
@@ -140,7 +142,8 @@ except (OSError, ValueError):
     r = {}
 spec = '${loss[$((c-1))]}'; p = float(spec.split(':')[1] if spec.startswith('ge:') else spec); ideal = $bytes * 8 / ($rate_bps * (1 - p)); own = float(r.get("elapsed_s", 0))
 print(f"run $run listener c$c loss {spec}: {own:.3f} s (start to verified), ratio {own/ideal:.3f}; ideal {ideal:.3f} s; "
-      f"{r.get('datagrams', '?')} datagrams; file identical: $ok; receive-buffer drops ${drops:-?} so far")
+      f"{r.get('datagrams', '?')} datagrams; file identical: $ok; receive-buffer drops ${drops:-?} so far; "
+      f"steal $steal ms")
 with open("$WORK/ratios", "a") as f:
     f.write(f"c$c {spec} {own/ideal:.3f}\n")
 PY

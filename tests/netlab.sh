@@ -55,6 +55,7 @@ if [ -n "${PCAP:-}" ]; then
   sleep 0.5
 fi
 IFS=, read -r -a loss <<< "$LOSSES"
+steal0=$(steal_ms)
 pids=()
 for c in 1 2 3; do
   ( start=$(date +%s.%N)
@@ -66,6 +67,7 @@ for c in 1 2 3; do
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p"; done
+steal1=$(steal_ms)
 if [ -n "${PCAP_PID:-}" ]; then sleep 0.2; kill "$PCAP_PID" 2>/dev/null || true; wait "$PCAP_PID" 2>/dev/null || true; fi
 
 bytes=$(du -sb --apparent-size "$WORK/repo" | cut -f1)
@@ -87,4 +89,5 @@ tail -n 3 "$WORK/c3.log" | sed 's/^/  c3: /'
 jobs=$(bash "$LAB" --name "$NAME" exec srv -- curl -s --max-time 2 http://10.77.0.1:4703/metrics 2>/dev/null \
   | awk '/^repocast_encoder_jobs/ {sub("repocast_encoder_jobs_", ""); sub("repocast_encoder_", ""); printf "%s ", $0}' || true)
 echo "  server encoder jobs: ${jobs:-unknown}"
+echo "  CPU time the hypervisor took from this machine during the run (steal): $((steal1 - steal0)) ms"
 exit $fail
