@@ -23,7 +23,9 @@ each system in one run:
 Per request: delay from its start to the last file on disk, checked
 byte-for-byte against the original afterwards. Per system: ok, mean,
 median, p95, max, bytes on the server's link, CPU seconds of the server
-and of the receivers. Writes OUT/summary.md and OUT/<system>.csv (per
+and of the receivers, and the CPU seconds the hypervisor took from the
+machine during the run (steal: runs compare only at similar steal).
+Writes OUT/summary.md and OUT/<system>.csv (per
 request: host, arrival, delay, ok, the command's exit code), and the
 fluid references computed from the same workload. With --runs N every
 system runs N times (alternating) and the table gives each figure's median
@@ -144,6 +146,14 @@ def proc_cpu(pids):
         except (OSError, IndexError, ValueError):
             pass
     return total
+
+
+def steal_s():
+    """CPU seconds the hypervisor has taken from this machine so far
+    (/proc/stat's steal, all CPUs): read around a run, how much of the run
+    the machine did not have (docs/benchmarks.md, session 45)."""
+    f = open("/proc/stat").readline().split()
+    return int(f[8]) / os.sysconf("SC_CLK_TCK") if len(f) > 8 else 0.0
 
 
 def cpu_busy():
@@ -471,10 +481,12 @@ def main():
                 suffix = f"-{run + 1}" if a.runs > 1 else ""
                 timeline = os.path.join(a.out, f"{system}{suffix}-timeline.csv") if a.timeline else None
                 logs = os.path.join(a.out, f"{system}{suffix}-logs") if a.logs else None
+                steal0 = steal_s()
                 try:
                     rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
                                                           requests, a.rate * 1e6, timeline, logs)
                 finally:
+                    steal = steal_s() - steal0
                     subprocess.run(lab(name, "down"), capture_output=True)
                     shutil.rmtree(os.path.join(outputs(a, work), system), ignore_errors=True)
                     if os.path.exists(os.path.join(work, "nginx.conf")):
@@ -489,10 +501,10 @@ def main():
                 # A request cut off at --limit counts at the limit.
                 ds = [rows[k]["delay"] if k in rows else a.limit for k, *_ in requests]
                 delays[system] += ds
-                runs[system].append((ok, *stats(ds), sent / requested, cpu_s, cpu_r))
+                runs[system].append((ok, *stats(ds), sent / requested, cpu_s, cpu_r, steal))
                 print(f"run {run + 1} {system}: ok {ok}/{len(requests)}, mean {runs[system][-1][1]:.2f} s, "
                       f"p95 {runs[system][-1][3]:.2f} s, wire {sent / requested:.3f}x requested, "
-                      f"CPU {cpu_s:.1f} + {cpu_r:.1f} s", flush=True)
+                      f"CPU {cpu_s:.1f} + {cpu_r:.1f} s, steal {steal:.1f} s", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
         if a.tmpfs:
@@ -504,18 +516,18 @@ def main():
              f"{requested / 2**20:.0f} MiB requested; {what}"
              + (f"; repocast serve {a.serve_args}" if a.serve_args else "")
              + (f"; repocast get {a.get_args}" if a.get_args else ""), "",
-             "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers | steal s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for system in systems:
-        m = [median([r[i] for r in runs[system]]) for i in range(8)]
+        m = [median([r[i] for r in runs[system]]) for i in range(9)]
         lines.append(f"| {system} | {min(r[0] for r in runs[system])}/{len(requests)} | {m[1]:.2f} s | "
-                     f"{m[2]:.2f} s | {m[3]:.2f} s | {m[4]:.2f} s | {m[5]:.3f} | {m[6]:.1f} | {m[7]:.1f} |")
+                     f"{m[2]:.2f} s | {m[3]:.2f} s | {m[4]:.2f} s | {m[5]:.3f} | {m[6]:.1f} | {m[7]:.1f} | {m[8]:.1f} |")
     for kind in ("multicast", "unicast"):
         m, med, p95, mx = fluid[kind]
         # The fluid multicast bytes: what serving every request as soon as
         # the fluid model does costs on the server link.
         wire = f"{fluid['multicast-wire'][0]:.3f}" if kind == "multicast" else ""
-        lines.append(f"| fluid {kind} (reference) | | {m:.2f} s | {med:.2f} s | {p95:.2f} s | {mx:.2f} s | {wire} | | |")
+        lines.append(f"| fluid {kind} (reference) | | {m:.2f} s | {med:.2f} s | {p95:.2f} s | {mx:.2f} s | {wire} | | | |")
     text = "\n".join(lines) + "\n"
     open(os.path.join(a.out, "summary.md"), "w").write(text)
     open(os.path.join(a.out, "delays.svg"), "w").write(
