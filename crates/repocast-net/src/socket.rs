@@ -183,6 +183,17 @@ pub fn symbol_size(
     }
 }
 
+/// The address packets to `group` leave from on `iface` when the sender
+/// binds none: the kernel's choice for a socket set up as [`sender`]'s and
+/// connected to the group (what a listener joining source-specifically
+/// names). None when it cannot tell.
+pub fn default_source(group: &SocketAddr, iface: &Interface) -> Option<IpAddr> {
+    let s = sending_socket(group, iface, 1, None).ok()?;
+    s.connect(&SockAddr::from(*group)).ok()?;
+    let ip = s.local_addr().ok()?.as_socket()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
+}
+
 fn route_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
     use std::os::fd::AsRawFd;
     let s = sending_socket(group, iface, 1, None).ok()?;
@@ -523,6 +534,18 @@ mod tests {
             Err(e) => assert!(e.to_string().contains("source 192.0.2.7"), "{e}"),
             Ok(_) => panic!("bound to an address this host does not have"),
         }
+    }
+
+    /// A sender that binds no source sends from its interface's address,
+    /// which is what the banner tells listeners to name.
+    #[test]
+    fn the_default_source_is_the_interfaces_address() {
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(232, 255, 47, 173), 4773).into();
+        assert_eq!(
+            default_source(&group, &lo),
+            Some(Ipv4Addr::LOCALHOST.into())
+        );
     }
 
     /// A sending rate for the tests' senders.

@@ -138,7 +138,8 @@ async fn source_specific_listeners_hear_the_source_they_name_only() {
     o.rate_bps = 50_000_000;
     o.metrics = None;
     let h = push::start(o.clone()).await.expect("push");
-    assert!(h.banner.contains("from 127.0.0.1"), "{}", h.banner);
+    let hint = "from 127.0.0.1 (listeners: listen --source 127.0.0.1)";
+    assert!(h.banner.contains(hint), "{}", h.banner);
 
     let (right, wrong) = (
         tempfile::tempdir().expect("tmp"),
@@ -174,6 +175,13 @@ async fn source_specific_listeners_hear_the_source_they_name_only() {
         Err(e) => assert!(e.to_string().contains("--source"), "{e}"),
         Ok(_) => panic!("a group taken as the source"),
     }
+    h.stop().await.expect("stop");
+    // A pusher on these groups that names no source tells its operator
+    // which address its listeners must name.
+    let mut unnamed = o.clone();
+    unnamed.source = None;
+    let h = push::start(unnamed).await.expect("push");
+    assert!(h.banner.contains(hint), "{}", h.banner);
     h.stop().await.expect("stop");
 }
 

@@ -238,10 +238,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         },
         opts.data_group,
         opts.announce_group,
-        match opts.source {
-            Some(s) => format!(", from {s} (source-specific joins: listen --source {s})"),
-            None => String::new(),
-        },
+        source_note(&opts),
         opts.ttl,
         opts.rate_bps as f64 / 1e6,
         match opts.scheduler {
@@ -456,6 +453,23 @@ impl Pump {
 /// The spool for `opts`, and the bytes the core may keep in it (none if
 /// it is off or could not be made: a large item at a high rate then goes
 /// in spans).
+/// The banner's word on where the packets come from: the `--source`
+/// given, or the interface's address the kernel sends from, with the
+/// `listen --source` that hears only this pusher when the source was
+/// named or the groups are source-specific (where listeners need it).
+fn source_note(opts: &PushOptions) -> String {
+    let named = opts.source.is_some();
+    let ssm = crate::settings::is_ssm_range(opts.data_group.ip());
+    match opts
+        .source
+        .or_else(|| socket::default_source(&opts.data_group, &opts.interface))
+    {
+        Some(s) if named || ssm => format!(", from {s} (listeners: listen --source {s})"),
+        Some(s) => format!(", from {s}"),
+        None => String::new(),
+    }
+}
+
 fn open_spool(opts: &PushOptions) -> (Option<spool::FileSpool>, u64) {
     let bytes = opts.spool_mib.saturating_mul(1 << 20);
     if bytes == 0 {
