@@ -450,9 +450,6 @@ impl Pump {
     }
 }
 
-/// The spool for `opts`, and the bytes the core may keep in it (none if
-/// it is off or could not be made: a large item at a high rate then goes
-/// in spans).
 /// The banner's word on where the packets come from: the `--source`
 /// given, or the interface's address the kernel sends from, with the
 /// `listen --source` that hears only this pusher when the source was
@@ -470,6 +467,9 @@ fn source_note(opts: &PushOptions) -> String {
     }
 }
 
+/// The spool for `opts`, and the bytes the core may keep in it (none if
+/// it is off or could not be made: a large item at a high rate then goes
+/// in spans).
 fn open_spool(opts: &PushOptions) -> (Option<spool::FileSpool>, u64) {
     let bytes = opts.spool_mib.saturating_mul(1 << 20);
     if bytes == 0 {
