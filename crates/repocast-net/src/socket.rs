@@ -188,16 +188,25 @@ pub fn symbol_size(
 /// connected to the group (what a listener joining source-specifically
 /// names). None when it cannot tell.
 pub fn default_source(group: &SocketAddr, iface: &Interface) -> Option<IpAddr> {
+    let ip = route_probe(group, iface)?
+        .local_addr()
+        .ok()?
+        .as_socket()?
+        .ip();
+    (!ip.is_unspecified()).then_some(ip)
+}
+
+/// A socket set up as [`sender`]'s (no source bound) and connected to
+/// `group`: the kernel has chosen its route, which the caller reads.
+fn route_probe(group: &SocketAddr, iface: &Interface) -> Option<Socket> {
     let s = sending_socket(group, iface, 1, None).ok()?;
     s.connect(&SockAddr::from(*group)).ok()?;
-    let ip = s.local_addr().ok()?.as_socket()?.ip();
-    (!ip.is_unspecified()).then_some(ip)
+    Some(s)
 }
 
 fn route_mtu(group: &SocketAddr, iface: &Interface) -> Option<u32> {
     use std::os::fd::AsRawFd;
-    let s = sending_socket(group, iface, 1, None).ok()?;
-    s.connect(&SockAddr::from(*group)).ok()?;
+    let s = route_probe(group, iface)?;
     let (level, name) = match group {
         SocketAddr::V4(_) => (libc::IPPROTO_IP, libc::IP_MTU),
         SocketAddr::V6(_) => (libc::IPPROTO_IPV6, libc::IPV6_MTU),
