@@ -179,11 +179,7 @@ pub async fn listen(
 ) -> Result<ListenReport, NetError> {
     crate::settings::check_groups(opts.data_group, opts.announce_group)?;
     crate::settings::check_source(opts.data_group, opts.source)?;
-    if opts.source.is_none() && crate::settings::is_ssm_range(opts.data_group.ip()) {
-        return Err(NetError::Setting(
-            "the group is in the source-specific range (232.0.0.0/8, ff3x::/32): name the pusher with --source",
-        ));
-    }
+    crate::settings::check_source_named(opts.data_group, opts.source)?;
     let started = std::time::Instant::now();
     let store = Store::new(&opts.out)?.overwrite(opts.overwrite || opts.satellite);
     let mut cfg = ListenConfig::new(Profile::Push.client());

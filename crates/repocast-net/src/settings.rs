@@ -189,14 +189,10 @@ impl ServeOptions {
             ));
         }
         check_groups(self.data_group, self.announce_group)?;
+        // Clients join source-specifically only to a source the server
+        // names (in its Welcome).
         check_source(self.data_group, self.source)?;
-        if self.source.is_none() && is_ssm_range(self.data_group.ip()) {
-            // Clients join source-specifically only to a source the
-            // server names; any-source joins there are not forwarded.
-            return Err(NetError::Setting(
-                "the groups are in the source-specific range (232.0.0.0/8, ff3x::/32): give --source, this host's address",
-            ));
-        }
+        check_source_named(self.data_group, self.source)?;
         if !(1..=255).contains(&self.ttl) {
             return Err(NetError::Setting("ttl must be 1 to 255"));
         }
@@ -237,6 +233,21 @@ pub(crate) fn check_source(group: SocketAddr, source: Option<IpAddr>) -> Result<
         ));
     }
     Ok(())
+}
+
+/// Receivers on groups in the source-specific range must join for a named
+/// source (any-source joins there are not forwarded): `serve`, whose
+/// clients join the source it names, and `listen` need one there.
+pub(crate) fn check_source_named(
+    group: SocketAddr,
+    source: Option<IpAddr>,
+) -> Result<(), NetError> {
+    match source.is_none() && is_ssm_range(group.ip()) {
+        true => Err(NetError::Setting(
+            "the groups are in the source-specific range (232.0.0.0/8, ff3x::/32): give --source, the sender's address",
+        )),
+        false => Ok(()),
+    }
 }
 
 /// Whether `ip` is in the source-specific multicast range (232.0.0.0/8,
