@@ -20,6 +20,9 @@
 #                                             # push --source and listen --source
 #                                             # the server's address
 #   LISTEN_ARGS='...' tests/netlab-push.sh    # more flags for every listener
+#   ADD_AT=1 tests/netlab-push.sh             # a file joins the folder 1 s into
+#                                             # each run: a new catalogue version
+#                                             # while the listeners are mid-file
 #   SIZE_MIB=1024 TIMEOUT=300 tests/netlab-push.sh   # listeners' --timeout [60]
 #   FILES=200 SIZE_MIB=8 tests/netlab-push.sh # a set of 200 files, 8 MiB in all
 #   OUT_DISK=own tests/netlab-push.sh         # each listener writes to a file
@@ -126,6 +129,13 @@ for run in $(seq 1 "$RUNS"); do
       echo $? > "$WORK/c$c.rc" ) &
     pids+=($!)
   done
+  # ADD_AT=S: a small file joins the pushed folder S seconds into each
+  # run, so the pusher starts a new catalogue version mid-file (about a
+  # second later: its rescan waits for the folder to be quiet).
+  if [ -n "${ADD_AT:-}" ]; then
+    ( sleep "$ADD_AT"; head -c 2000 /dev/urandom > "$WORK/repo/added$run.bin" ) &
+    pids+=($!)
+  fi
   for p in "${pids[@]}"; do wait "$p"; done
   steal=$(( $(steal_ms) - steal0 ))
   for c in $(seq 1 "$n"); do

@@ -370,7 +370,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             })
             .collect();
         println!(
-            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"corrupt_blocks\":{},\"decode_jobs\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
+            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"carried_blocks\":{},\"corrupt_blocks\":{},\"decode_jobs\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
             items.join(","),
             rep.elapsed.as_secs_f64(),
             rep.version.unwrap_or(0),
@@ -381,6 +381,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             rep.stats.foreign,
             rep.stats.stale,
             rep.resumed_blocks,
+            rep.stats.carried_blocks,
             rep.corrupt_blocks,
             rep.decode_jobs,
             rep.signing.batches,

@@ -26,6 +26,8 @@ mod reopen;
 pub mod spill;
 mod table;
 
+pub use push::Partial;
+
 use crate::fec::layout::Layout;
 use crate::rng::Rng;
 use crate::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemSel, NakRepr, ServerMsg};

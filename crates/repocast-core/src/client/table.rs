@@ -83,6 +83,11 @@ impl ItemTable {
     pub fn values(&self) -> impl Iterator<Item = &ItemRx> {
         self.rx.iter()
     }
+
+    /// Items, mutably, in no particular order.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut ItemRx> {
+        self.rx.iter_mut()
+    }
 }
 
 #[cfg(test)]

@@ -425,7 +425,9 @@ impl PushEndpoint {
         let share = share.min(MAX_CATALOGUE_SHARE);
         cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share));
         self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
-        self.server = Server::new(cfg, infos)?;
+        let mut server = Server::new(cfg, infos)?;
+        self.go_on(&mut server);
+        self.server = server;
         self.current = set.files;
         self.units = units;
         self.failed.clear();
@@ -439,6 +441,29 @@ impl PushEndpoint {
         self.version = version;
         self.stats.versions += 1;
         Ok(())
+    }
+
+    /// Items of the next version (`next`) with the same content and
+    /// layout as one of this version's go on from the symbol ids this one
+    /// had not sent, so a listener's partly received blocks of them stay
+    /// useful (it carries them over: `client::push`) and no id repeats.
+    fn go_on(&self, next: &mut Server) {
+        let mut old = std::collections::HashMap::new();
+        for i in (0..self.units.len() as u32).map(crate::ItemId) {
+            if let Some(h) = self.server.item_hash(i) {
+                old.entry(h).or_insert(i);
+            }
+        }
+        let mut i = crate::ItemId(0);
+        while let Some(m) = next.manifest(i) {
+            let same = (old.get(&m.hash))
+                .and_then(|&o| self.server.manifest(o))
+                .filter(|o| (o.size, o.fec, &o.block_hashes) == (m.size, m.fec, &m.block_hashes));
+            if let Some(ids) = same.and_then(|o| self.server.unsent_ids(o.item)) {
+                next.go_on_from(i, &ids);
+            }
+            i = crate::ItemId(i.0 + 1);
+        }
     }
 
     /// The settings it runs (the server's session is the current

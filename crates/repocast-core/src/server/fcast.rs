@@ -154,6 +154,33 @@ impl Fcast {
         self.pending.is_none()
     }
 
+    /// How many planned symbols of each segment have been taken, in plan
+    /// order: all of a span done, none of one to come, and in the current
+    /// span the round's (one more for a segment this round has passed).
+    pub fn taken_per_segment(&self) -> Vec<u32> {
+        let Some((next, round)) = self.pending else {
+            return self.lens.clone();
+        };
+        let mut ahead = vec![false; self.lens.len()];
+        for &s in self.order.iter().chain([&next]) {
+            if let Some(a) = ahead.get_mut(s) {
+                *a = true;
+            }
+        }
+        let mut taken = vec![0; self.lens.len()];
+        for (i, span) in self.spans.iter().enumerate() {
+            for s in span.clone() {
+                let len = self.lens.get(s).copied().unwrap_or(0);
+                taken[s] = match i.cmp(&self.span) {
+                    std::cmp::Ordering::Less => len,
+                    std::cmp::Ordering::Greater => 0,
+                    std::cmp::Ordering::Equal => (round + u32::from(!ahead[s])).min(len),
+                };
+            }
+        }
+        taken
+    }
+
     /// Ends the pass now.
     pub fn cancel(&mut self) {
         self.pending = None;

@@ -460,6 +460,11 @@ impl Server {
         })
     }
 
+    /// The BLAKE3 hash of `item`'s bytes.
+    pub fn item_hash(&self, item: ItemId) -> Option<[u8; 32]> {
+        self.items.get(item.0 as usize).map(|st| st.info.hash)
+    }
+
     /// The whole catalogue, for `ListCatalogue`.
     pub fn catalogue(&self) -> Vec<CatalogueEntry> {
         self.items

@@ -388,6 +388,30 @@ impl<S: BlockStore> ClientEndpoint<S> {
         self.client.carry_jobs(j);
     }
 
+    /// Takes out the partly received blocks of every item still being
+    /// received, for an endpoint of a newer catalogue version that carries
+    /// some unchanged ([`crate::client::Client::take_partials`]).
+    pub fn take_partials(&mut self) -> Vec<crate::client::Partial> {
+        let out = self.client.take_partials();
+        for p in &out {
+            for (b, _) in &p.blocks {
+                self.lru.remove(&(p.manifest.item, *b));
+            }
+        }
+        out
+    }
+
+    /// Gives `item` the blocks of `p` (the same content, from an older
+    /// version) it has not begun or verified; they count against the
+    /// memory budget from now on. Returns how many it took.
+    pub fn adopt_partial(&mut self, item: ItemId, p: crate::client::Partial) -> usize {
+        let taken = self.client.adopt_partial(item, p);
+        for b in &taken {
+            self.lru.insert((item, *b), self.tick);
+        }
+        taken.len()
+    }
+
     /// Counters of the state machine.
     pub fn client_stats(&self) -> ClientStats {
         self.client.stats()

@@ -270,6 +270,30 @@ impl Transmission {
         }
     }
 
+    /// For a push pass in progress: each block's first planned id not yet
+    /// sent, as (block, id), for the blocks it has one for.
+    pub fn unsent_ids(&self) -> Vec<(u32, u32)> {
+        let Some(f) = self.fcast.as_ref() else {
+            return Vec::new();
+        };
+        let mut out: Vec<(u32, u32)> = Vec::new();
+        for (seg, taken) in self.plan.iter().zip(f.taken_per_segment()) {
+            let Esis::Range {
+                start,
+                count,
+                space,
+            } = seg.esis
+            else {
+                continue;
+            };
+            if taken < count && !out.iter().any(|&(b, _)| b == seg.block) {
+                let id = (start as u64 + taken as u64) % space.max(1) as u64;
+                out.push((seg.block, id as u32));
+            }
+        }
+        out
+    }
+
     /// The encoder cache of an interleaved transmission.
     pub fn encoders(&self) -> Option<&EncoderCache> {
         self.fcast.as_ref().map(|f| &f.encoders)
