@@ -124,13 +124,15 @@ fn big_packets(
 }
 
 /// The pusher's side alone: across a version that keeps big.bin, no
-/// (block, symbol id) of it goes out twice, and each block goes on right
-/// after the ids it had sent (within a round of the interrupted pass).
+/// (block, symbol id) of it goes out twice, each block goes on right
+/// after the ids it had sent (within a round of the interrupted pass), and
+/// the file new to the version goes first (big.bin was just sent; a new
+/// version used to start its carousel again in item order).
 #[test]
 fn a_pusher_goes_on_with_the_ids_it_had_not_sent() {
     let seed = seed_or(13);
     let big = ("big.bin".to_string(), bytes(8 << 20, seed));
-    let v2 = vec![("a.txt".to_string(), bytes(3_000, seed + 1)), big.clone()];
+    let v2 = vec![big.clone(), ("z.txt".to_string(), bytes(3_000, seed + 1))];
     let cfg = config();
     let fec = |size| cfg.server.item_fec(size);
     let (items, mut source) = push_items(std::slice::from_ref(&big), fec).expect("items");
@@ -144,6 +146,16 @@ fn a_pusher_goes_on_with_the_ids_it_had_not_sent() {
     let (items, mut source) = push_items(&v2, fec).expect("items");
     let set = push.config().plan(items, &mut source).expect("plan");
     push.replace(now, 2, set).expect("replace");
+    let mut buf = Vec::new();
+    let first = loop {
+        match push.poll_transmit(now, &mut source, &mut buf) {
+            Some(Dest::Data) => break DataRepr::parse(&buf).expect("data").item,
+            Some(_) => {}
+            None => now = push.poll_timeout().expect("running").max(now),
+        }
+    };
+    let name = push.server().manifest(first).map(|m| m.name);
+    assert_ne!(name.as_deref(), Some("big.bin"), "big.bin went first");
     let after = big_packets(&mut push, &mut source, &mut now, secs(2.0));
     let mut seen = BTreeSet::new();
     let twice: Vec<_> = (before.iter().chain(&after))

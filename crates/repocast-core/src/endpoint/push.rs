@@ -444,9 +444,10 @@ impl PushEndpoint {
     }
 
     /// Items of the next version (`next`) with the same content and
-    /// layout as one of this version's go on from the symbol ids this one
-    /// had not sent, so a listener's partly received blocks of them stay
-    /// useful (it carries them over: `client::push`) and no id repeats.
+    /// layout as one of this version's go on where they were
+    /// (`server::carry`): a listener's partly received blocks of them stay
+    /// useful (it carries them over: `client::push`), no id repeats, and
+    /// the items new to the version go first.
     fn go_on(&self, next: &mut Server) {
         let mut old = std::collections::HashMap::new();
         for i in (0..self.units.len() as u32).map(crate::ItemId) {
@@ -454,16 +455,18 @@ impl PushEndpoint {
                 old.entry(h).or_insert(i);
             }
         }
+        let mut kept = Vec::new();
         let mut i = crate::ItemId(0);
         while let Some(m) = next.manifest(i) {
             let same = (old.get(&m.hash))
                 .and_then(|&o| self.server.manifest(o))
                 .filter(|o| (o.size, o.fec, &o.block_hashes) == (m.size, m.fec, &m.block_hashes));
-            if let Some(ids) = same.and_then(|o| self.server.unsent_ids(o.item)) {
-                next.go_on_from(i, &ids);
+            if let Some(o) = same {
+                kept.push((i, o.item));
             }
             i = crate::ItemId(i.0 + 1);
         }
+        next.go_on_from(&self.server, &kept);
     }
 
     /// The settings it runs (the server's session is the current

@@ -159,6 +159,24 @@ impl DemandTable {
         self.transmissions
     }
 
+    /// Sets the slot clock (a pusher's next version going on from the
+    /// last one's: `server::carry`).
+    pub fn set_slots(&mut self, slots: u64) {
+        self.transmissions = slots;
+    }
+
+    /// The slot clock when `item` was last sent (None: never).
+    pub fn last_sent(&self, item: ItemId) -> Option<u64> {
+        self.items.get(item.0 as usize)?.last_sent
+    }
+
+    /// Sets when `item` was last sent, on the slot clock.
+    pub fn set_last_sent(&mut self, item: ItemId, at: Option<u64>) {
+        if let Some(d) = self.items.get_mut(item.0 as usize) {
+            d.last_sent = at.map(|s| s.min(self.transmissions));
+        }
+    }
+
     /// Time since `item` was last sent, in packet slots: the packets of
     /// every transmission started since (and of its own last one).
     /// `None`: never sent.

@@ -8,6 +8,7 @@
 //! at [`Server::poll_timeout`] (pacing) to drain once more. Block bytes come
 //! from the driver's [`BlockSource`] only while a block is being sent.
 
+mod carry;
 pub mod config;
 mod early;
 pub mod encoders;

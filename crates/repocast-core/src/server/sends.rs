@@ -17,33 +17,6 @@ use std::time::Duration;
 const SPARE_LINK_CHECKS: usize = 4096;
 
 impl Server {
-    /// Each block's next symbol id of `item` not yet sent: the fresh ids,
-    /// except that a push pass in progress has sent its planned ids only
-    /// so far. A pusher's next catalogue version goes on from here for the
-    /// same content ([`Server::go_on_from`]).
-    pub fn unsent_ids(&self, item: ItemId) -> Option<Vec<u32>> {
-        let mut ids = self.items.get(item.0 as usize)?.next_esi.clone();
-        if let Some(t) = self.current.as_ref().filter(|t| t.item == item) {
-            for (b, id) in t.unsent_ids() {
-                if let Some(x) = ids.get_mut(b as usize) {
-                    *x = id;
-                }
-            }
-        }
-        Some(ids)
-    }
-
-    /// Sends `item`'s blocks from these ids on ([`Server::unsent_ids`] of
-    /// an earlier server with the same content and layout); ignored if
-    /// the block count differs.
-    pub fn go_on_from(&mut self, item: ItemId, ids: &[u32]) {
-        if let Some(st) = self.items.get_mut(item.0 as usize) {
-            if st.next_esi.len() == ids.len() {
-                st.next_esi.copy_from_slice(ids);
-            }
-        }
-    }
-
     /// `count` fresh symbol ids of `block` of `item`, from its next one on.
     pub(super) fn alloc(&mut self, item: ItemId, block: u32, count: u32) -> Esis {
         let st = &mut self.items[item.0 as usize];
