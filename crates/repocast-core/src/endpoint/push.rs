@@ -448,7 +448,7 @@ impl PushEndpoint {
     /// (`server::carry`): a listener's partly received blocks of them stay
     /// useful (it carries them over: `client::push`), no id repeats, and
     /// the items new to the version go first.
-    fn go_on(&self, next: &mut Server) {
+    fn go_on(&mut self, next: &mut Server) {
         let mut old = std::collections::HashMap::new();
         for i in (0..self.units.len() as u32).map(crate::ItemId) {
             if let Some(h) = self.server.item_hash(i) {
@@ -466,7 +466,7 @@ impl PushEndpoint {
             }
             i = crate::ItemId(i.0 + 1);
         }
-        next.go_on_from(&self.server, &kept);
+        next.go_on_from(&mut self.server, &kept);
     }
 
     /// The settings it runs (the server's session is the current

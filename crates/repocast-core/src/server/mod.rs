@@ -336,7 +336,9 @@ impl Server {
             preempt_checked: None,
             push_encoders: None,
             encoders: (cfg.encoder_cache_bytes > 0 && !cfg.scheduler.is_push()).then(|| {
-                encoders::EncoderCache::new(cfg.encoder_cache_bytes, 0).offloading(cfg.prepare_jobs)
+                encoders::EncoderCache::new(cfg.encoder_cache_bytes, 0)
+                    .offloading(cfg.prepare_jobs)
+                    .for_epoch(cfg.session.0 as u64)
             }),
             next_key: None,
             next_tid: 1,

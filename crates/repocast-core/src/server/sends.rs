@@ -402,6 +402,7 @@ impl Server {
             encoders::EncoderCache::new(span, pps)
                 .with_spool(spool)
                 .offloading(self.cfg.prepare_jobs)
+                .for_epoch(self.cfg.session.0 as u64)
         });
         t.interleave(&st.layout, span, crate::rng::Rng::new(seed), cache);
     }

@@ -170,6 +170,27 @@ pub struct EncoderCache {
 }
 
 impl EncoderCache {
+    /// The kept encoders of the items in `map` under their ids in a
+    /// pusher's next version (`server::carry`: the same content and
+    /// layout), so its passes need not prepare them again; the others, a
+    /// streamed item's symbols made ahead and the jobs out are dropped,
+    /// and new jobs are of `epoch`.
+    pub fn carried(mut self, map: &BTreeMap<ItemId, ItemId>, epoch: u64) -> Self {
+        let kept = std::mem::take(&mut self.kept);
+        self.by_use.clear();
+        self.bytes = 0;
+        for ((item, block), k) in kept {
+            if let Some(&to) = map.get(&item) {
+                self.bytes += k.bytes;
+                self.by_use.insert(k.used, (to, block));
+                self.kept.insert((to, block), k);
+            }
+        }
+        self.stream = None;
+        self.renew_jobs(epoch);
+        self
+    }
+
     /// An empty cache holding at most `budget` bytes of blocks (one block
     /// is always kept, whatever its size), for a sender of
     /// `packets_per_sec`, with no spool.

@@ -35,6 +35,10 @@ use std::collections::{BTreeSet, VecDeque};
 
 /// One block's encoder to prepare off the sending path.
 pub struct PrepareJob {
+    /// The cache's epoch when it was offered: a job back in a cache of
+    /// another epoch (a pusher's next version, whose item ids mean other
+    /// files) is not taken.
+    epoch: u64,
     item: ItemId,
     block: u32,
     encoder: Box<dyn BlockEncoder>,
@@ -83,6 +87,8 @@ pub struct JobCounts {
 /// The jobs of one cache.
 #[derive(Default)]
 pub(super) struct Jobs {
+    /// Whose jobs these are ([`EncoderCache::for_epoch`]).
+    pub(super) epoch: u64,
     /// Most jobs out at once (0: none offered).
     limit: usize,
     /// Jobs not yet taken by the driver.
@@ -97,6 +103,21 @@ impl EncoderCache {
     /// as jobs (0: none; blocks are prepared on the sending path).
     pub fn offloading(mut self, limit: usize) -> Self {
         self.jobs.limit = limit;
+        self
+    }
+
+    /// Forgets the jobs out and queued (they will not be taken back) and
+    /// marks new ones with `epoch`.
+    pub(super) fn renew_jobs(&mut self, epoch: u64) {
+        self.jobs.queued.clear();
+        self.jobs.away.clear();
+        self.jobs.epoch = epoch;
+    }
+
+    /// The same, its jobs marked with `epoch` (a server's session): only
+    /// jobs of its own epoch are taken back.
+    pub fn for_epoch(mut self, epoch: u64) -> Self {
+        self.jobs.epoch = epoch;
         self
     }
 
@@ -123,6 +144,7 @@ impl EncoderCache {
         self.jobs.away.insert(key);
         self.jobs.counts.offered += 1;
         self.jobs.queued.push_back(PrepareJob {
+            epoch: self.jobs.epoch,
             item,
             block,
             encoder,
@@ -153,7 +175,8 @@ impl EncoderCache {
     /// never run, or for a block not out, changes nothing.
     pub fn job_done(&mut self, job: PrepareJob) -> bool {
         let key = (job.item, job.block);
-        if !self.jobs.away.remove(&key) {
+        if job.epoch != self.jobs.epoch || !self.jobs.away.remove(&key) {
+            self.jobs.counts.late += 1;
             return false;
         }
         let kept = (self.kept.get_mut(&key)).filter(|k| k.encoder.needs_prepare());
