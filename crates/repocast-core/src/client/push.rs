@@ -33,9 +33,7 @@ impl Partial {
     /// may differ), so every symbol id stands for the same bytes. Never
     /// without block hashes (a simulation without payloads has none).
     pub fn fits(&self, m: &ManifestEntry) -> bool {
-        let a = &self.manifest;
-        !a.block_hashes.is_empty()
-            && (a.size, a.hash, a.fec, &a.block_hashes) == (m.size, m.hash, m.fec, &m.block_hashes)
+        !self.manifest.block_hashes.is_empty() && self.manifest.same_content(m)
     }
 }
 

@@ -460,7 +460,7 @@ impl PushEndpoint {
         while let Some(m) = next.manifest(i) {
             let same = (old.get(&m.hash))
                 .and_then(|&o| self.server.manifest(o))
-                .filter(|o| (o.size, o.fec, &o.block_hashes) == (m.size, m.fec, &m.block_hashes));
+                .filter(|o| o.same_content(&m));
             if let Some(o) = same {
                 kept.push((i, o.item));
             }

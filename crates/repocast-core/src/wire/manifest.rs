@@ -87,6 +87,14 @@ pub struct ManifestEntry {
 }
 
 impl ManifestEntry {
+    /// Whether `other` describes the same content laid out the same way
+    /// (size, hash, FEC parameters and block hashes), under any name or
+    /// item id: what a new push catalogue version carries over.
+    pub fn same_content(&self, other: &ManifestEntry) -> bool {
+        (self.size, self.hash, self.fec, &self.block_hashes)
+            == (other.size, other.hash, other.fec, &other.block_hashes)
+    }
+
     pub(crate) fn parse_body(r: &mut Reader<'_>) -> Result<Self, WireError> {
         let item = ItemId(r.u32()?);
         let name = r.string("item name", MAX_NAME_LEN)?;
