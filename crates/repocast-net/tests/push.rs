@@ -450,3 +450,52 @@ async fn a_file_rewritten_behind_the_hash_cache_goes_out_as_it_now_reads() {
     assert_delivered(repo.path(), out.path(), &["big.bin"]);
     h.stop().await.expect("stop");
 }
+
+/// A pusher run again on its folder goes on from the symbol ids its last
+/// run reached (kept in the folder's state directory when it stopped), so
+/// listeners still tuned in are not sent the ids they hold again; a
+/// listener of the second run alone (repair symbols only) still gets the
+/// file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pusher_run_again_goes_on_from_its_last_runs_ids() {
+    use repocast_core::server::ResumePoint;
+    use repocast_net::push::resume;
+    let repo = seeded_repo(&[("big.bin", 300_000)], 5);
+    let record = |o: &PushOptions| {
+        let bytes = std::fs::read(resume::record_path(&o.dir, &o.data_group)).expect("record");
+        ResumePoint::decode_all(&bytes).expect("a sound record")
+    };
+    // Three times the file, then two and a half: the second run's ids end
+    // past the first's only if it went on from them.
+    let (mut h, o) = start_push(repo.path(), Some(3.0)).await;
+    assert!(!h.banner.contains("going on"), "{}", h.banner);
+    tokio::time::timeout(Duration::from_secs(20), h.finished())
+        .await
+        .expect("stops on its own")
+        .expect("push");
+    let first = record(&o);
+    assert_eq!(first.len(), 1);
+    assert!(first[0].next_ids.iter().all(|&id| id > 0), "{first:?}");
+
+    let mut again = o.clone();
+    again.redundancy = Some(2.5);
+    let mut h = push::start(again.clone()).await.expect("push");
+    assert!(h.banner.contains("1 going on"), "{}", h.banner);
+    let out = tempfile::tempdir().expect("tmp");
+    let r = listen(listen_opts(&again, out.path(), 0.0, 6), None, None)
+        .await
+        .expect("listen");
+    check(&r, repo.path(), out.path(), &["big.bin"]);
+    tokio::time::timeout(Duration::from_secs(20), h.finished())
+        .await
+        .expect("stops on its own")
+        .expect("push");
+    let second = record(&again);
+    assert_eq!(second[0].next_ids.len(), first[0].next_ids.len());
+    for (a, b) in first[0].next_ids.iter().zip(&second[0].next_ids) {
+        assert!(
+            b > a,
+            "the second run started again: {first:?} then {second:?}"
+        );
+    }
+}

@@ -226,6 +226,29 @@ impl PushLan {
         self.push.replace(self.now, version, set)
     }
 
+    /// The pusher stopped and started again at the current time, as
+    /// `repocast push` run again on the folder: a new endpoint for `files`
+    /// as `version` (so a new session), signed by `identity`, going on from
+    /// the stopped run's resume points if `resume` (what `push` keeps
+    /// between runs). Returns the items that went on.
+    pub fn restart(
+        &mut self,
+        identity: Identity,
+        version: u64,
+        files: &[(String, Vec<u8>)],
+        resume: bool,
+    ) -> Result<usize, ServerError> {
+        let cfg = self.push.config().clone();
+        let (items, mut source) = push_items(files, |size| cfg.server.item_fec(size))?;
+        let set = cfg.plan(items, &mut source)?;
+        let points = self.push.resume_points();
+        let mut push = PushEndpoint::new(self.now, cfg, identity, version, set)?;
+        let n = if resume { push.resume(&points) } else { 0 };
+        self.push = push;
+        self.source = source;
+        Ok(n)
+    }
+
     /// The virtual time.
     pub fn now(&self) -> Instant {
         self.now

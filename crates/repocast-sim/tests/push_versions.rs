@@ -179,3 +179,50 @@ fn a_pusher_goes_on_with_the_ids_it_had_not_sent() {
         );
     }
 }
+
+/// A pusher stopped and started again on the same folder (a new run, so a
+/// new session and version) while a listener is half-way through the
+/// first pass of big.bin: the listener carries its blocks over either
+/// way, and with the new run going on from the stopped run's ids it needs
+/// about what it needs without the restart. Started again from id 0, the
+/// run sends it a pass of source symbols it mostly holds.
+#[test]
+fn a_restarted_pusher_goes_on_from_the_ids_its_last_run_sent() {
+    let seed = seed_or(14);
+    let v = vec![("big.bin".to_string(), bytes(16 << 20, seed))];
+    let identity = || Identity::from_seed([7; 32]);
+    for loss in [0.0, 0.05, 0.3] {
+        let steady = receive(seed, loss, &v, &[]);
+        let run = |resume: bool| {
+            let mut lan = PushLan::new(config(), identity(), 1, &v).expect("lan");
+            lan.listener(listener(loss, 0.0), seed);
+            lan.run(secs(0.7));
+            let went_on = lan.restart(identity(), 2, &v, resume).expect("restart");
+            assert_eq!(went_on, usize::from(resume));
+            lan.run(secs(30.0));
+            lan.reports().remove(0)
+        };
+        let ratio = |r: &PushReport| r.data_sent as f64 / steady.data_sent as f64;
+        let resumed = run(true);
+        check_files(&resumed, &v);
+        assert_eq!(resumed.versions, vec![1, 2]);
+        assert!(
+            resumed.stats.carried_blocks > 0,
+            "loss {loss}: no block carried"
+        );
+        assert!(
+            ratio(&resumed) < 1.03,
+            "loss {loss}: {} packets against {} without a restart",
+            resumed.data_sent,
+            steady.data_sent
+        );
+        let again = run(false);
+        check_files(&again, &v);
+        assert!(
+            ratio(&again) > 1.15,
+            "loss {loss}: from id 0, {} packets against {}",
+            again.data_sent,
+            steady.data_sent
+        );
+    }
+}

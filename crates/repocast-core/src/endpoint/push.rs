@@ -23,7 +23,7 @@ use crate::auth::{self, Identity, PublicKey};
 use crate::fec::layout::Layout;
 use crate::sched::SchedulerKind;
 use crate::server::{
-    BlockSource, ItemInfo, Server, ServerConfig, ServerError, ServerEvent, Transmit,
+    BlockSource, ItemInfo, ResumePoint, Server, ServerConfig, ServerError, ServerEvent, Transmit,
 };
 use crate::wire::FecParams;
 use crate::wire::catalogue::{
@@ -467,6 +467,42 @@ impl PushEndpoint {
             i = crate::ItemId(i.0 + 1);
         }
         next.go_on_from(&mut self.server, &kept);
+    }
+
+    /// Where each item on the data channel stands (its blocks' next symbol
+    /// ids): what the driver keeps for the next run on the same folder.
+    pub fn resume_points(&self) -> Vec<ResumePoint> {
+        (0..self.units.len() as u32)
+            .map(crate::ItemId)
+            .filter_map(|i| {
+                let m = self.server.manifest(i)?;
+                Some(ResumePoint {
+                    hash: m.hash,
+                    size: m.size,
+                    fec: m.fec,
+                    next_ids: self.server.unsent_ids(i)?,
+                })
+            })
+            .collect()
+    }
+
+    /// Goes on from a run before this one (`points`, its
+    /// [`PushEndpoint::resume_points`]): each item with the same content
+    /// and layout as one of them takes its next symbol ids, so listeners
+    /// still holding part of it from that run get fresh ones. Call it
+    /// before the first `poll_transmit`. Returns the items that went on.
+    pub fn resume(&mut self, points: &[ResumePoint]) -> usize {
+        let by_hash: std::collections::HashMap<_, _> = points.iter().map(|p| (p.hash, p)).collect();
+        let mut n = 0;
+        let mut i = crate::ItemId(0);
+        while let Some(m) = self.server.manifest(i) {
+            let same = (by_hash.get(&m.hash)).filter(|p| (p.size, p.fec) == (m.size, m.fec));
+            if let Some(p) = same {
+                n += usize::from(self.server.go_on_at(i, &p.next_ids));
+            }
+            i = crate::ItemId(i.0 + 1);
+        }
+        n
     }
 
     /// The settings it runs (the server's session is the current

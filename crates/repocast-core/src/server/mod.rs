@@ -9,6 +9,7 @@
 //! from the driver's [`BlockSource`] only while a block is being sent.
 
 mod carry;
+pub use carry::ResumePoint;
 pub mod config;
 mod early;
 pub mod encoders;

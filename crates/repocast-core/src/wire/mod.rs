@@ -83,6 +83,9 @@ pub mod kind {
     pub const CATALOGUE_REPAIR: u8 = 6;
     /// A signed batch of data packet digests (UDP, data group).
     pub const SYMBOL_BATCH: u8 = 4;
+    /// A pusher's record of its items' next symbol ids, kept between runs
+    /// (a local file, never on the network: `server::ResumePoint`).
+    pub const PUSH_IDS: u8 = 64;
     /// Client messages on the request connection.
     pub const HELLO: u8 = 16;
     /// Ask for the catalogue.

@@ -15,6 +15,7 @@
 pub mod options;
 pub mod popularity;
 pub mod rescan;
+pub mod resume;
 pub mod spool;
 
 use crate::metrics::{self, Shared, Snapshot};
@@ -28,6 +29,7 @@ use repocast_core::endpoint::push::{PushConfig, PushEndpoint, PushItem, PushStat
 use repocast_core::fec::layout::BlockGrowth;
 use repocast_core::profile::push_blocks;
 use repocast_core::sched::SchedulerKind;
+use repocast_core::server::ResumePoint;
 use repocast_core::wire::FecParams;
 use rescan::{RESCAN_QUIET, Rescan};
 use std::collections::{HashMap, HashSet};
@@ -208,7 +210,10 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     let n = first.items.files.len();
     let packs = first.items.packs.len();
     let left_out = first.items.left_out.clone();
-    let endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
+    let mut endpoint = PushEndpoint::new(core_now(start), cfg, identity, version, first.items)?;
+    // A run before this one on the folder: its items' ids go on.
+    let record = resume::record_path(&opts.dir, &opts.data_group);
+    let went_on = endpoint.resume(&resume::load(&record));
     let (data, announce) = socket::senders(
         &opts.data_group,
         &opts.announce_group,
@@ -224,7 +229,7 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
     }));
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let banner = format!(
-        "repocast push {}: {n} files{}, {:.1} MiB{}; data {}, catalogue {}{}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
+        "repocast push {}: {n} files{}, {:.1} MiB{}{}; data {}, catalogue {}{}, ttl {}, rate {:.1} Mbit/s, scheduler {}, code {}, {symbol_size}-byte symbols ({sizing}), {}{}; version {version}; key {key}",
         opts.dir.display(),
         match packs {
             0 => String::new(),
@@ -235,6 +240,10 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         match first.skipped {
             0 => String::new(),
             k => format!(" ({k} unreadable skipped)"),
+        },
+        match went_on {
+            0 => String::new(),
+            k => format!(" ({k} going on from the last run's symbol ids)"),
         },
         opts.data_group,
         opts.announce_group,
@@ -266,6 +275,9 @@ pub async fn start(opts: PushOptions) -> Result<PushHandle, NetError> {
         left_out,
         rescan: Rescan::default(),
         fresh: HashSet::new(),
+        record,
+        saving: None,
+        save_errors: 0,
     };
     let task = tokio::spawn(pump.run(rx));
     Ok(PushHandle {
@@ -299,6 +311,11 @@ struct Pump {
     /// as the scan that cached it): those the folder's watch saw change (up
     /// to [`MAX_FRESH`]), and those whose items failed.
     fresh: HashSet<String>,
+    /// Where the items' next symbol ids are kept for the next run
+    /// (`resume`), the write in progress, and the failures logged.
+    record: std::path::PathBuf,
+    saving: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+    save_errors: u64,
 }
 
 impl Pump {
@@ -313,6 +330,7 @@ impl Pump {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .map_err(|e| NetError::socket("SIGHUP handler", e))?;
         let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut save = tokio::time::interval(resume::SAVE_EVERY);
         if !self.left_out.is_empty() {
             self.rescan.changed(tokio::time::Instant::now());
         }
@@ -342,9 +360,11 @@ impl Pump {
                     }
                 }
                 _ = tick.tick() => self.publish(),
+                _ = save.tick() => self.save(false).await,
                 _ = shutdown.changed() => break,
             }
         }
+        self.save(true).await;
         self.publish();
         Ok(self.endpoint.stats())
     }
@@ -423,6 +443,38 @@ impl Pump {
             Err(e) => tracing::warn!("new version: {e}"),
         }
         again
+    }
+
+    /// Writes where the items stand for the next run, off the pump (a
+    /// write still going is left to finish, unless `last`: then it is
+    /// awaited and this one too).
+    async fn save(&mut self, last: bool) {
+        if let Some(w) = self.saving.take() {
+            if !w.is_finished() && !last {
+                self.saving = Some(w);
+                return;
+            }
+            self.saved(w.await);
+        }
+        let bytes = ResumePoint::encode_all(&self.endpoint.resume_points());
+        let path = self.record.clone();
+        let w = tokio::task::spawn_blocking(move || resume::save(&path, &bytes));
+        match last {
+            true => self.saved(w.await),
+            false => self.saving = Some(w),
+        }
+    }
+
+    fn saved(&mut self, r: Result<std::io::Result<()>, tokio::task::JoinError>) {
+        if let Ok(Err(e)) = r {
+            if self.save_errors == 0 {
+                tracing::warn!(
+                    "cannot keep the symbol ids for the next run in {}: {e}",
+                    self.record.display()
+                );
+            }
+            self.save_errors += 1;
+        }
     }
 
     fn publish(&mut self) {
