@@ -165,7 +165,7 @@ pub struct Client {
     stats: ClientStats,
     done: bool,
     /// Push mode: no back channel (see `push`).
-    push: bool,
+    pub(crate) push: bool,
     /// Items that may hold a timer (a transmission listened to, or a NAK
     /// due), ascending: every item that does is here, so timers and
     /// announcements need not walk the whole request. With each, its slot

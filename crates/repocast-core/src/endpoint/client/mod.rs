@@ -552,8 +552,9 @@ impl<S: BlockStore> ClientEndpoint<S> {
             return;
         }
         if now >= self.last_heard + self.cfg.idle_timeout && !self.is_finished() {
+            let from = if self.client.push { "pusher" } else { "server" };
             self.end(format!(
-                "nothing heard from the server for {} s",
+                "nothing heard from the {from} for {} s",
                 self.cfg.idle_timeout.as_secs_f64()
             ));
             return;
