@@ -18,7 +18,7 @@ use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::fec::CodeKind;
 use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::profile::Profile;
-use repocast_core::server::ServerError;
+use repocast_core::server::{ResumePoint, ServerError};
 use repocast_core::wire::FecParams;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -247,6 +247,13 @@ impl PushLan {
         self.push = push;
         self.source = source;
         Ok(n)
+    }
+
+    /// The pusher goes on from `points` (a record of ids, as `push` reads
+    /// at start); call it right after [`PushLan::restart`]. Returns the
+    /// items that went on.
+    pub fn resume_with(&mut self, points: &[ResumePoint]) -> usize {
+        self.push.resume(points)
     }
 
     /// The virtual time.
