@@ -470,20 +470,10 @@ impl PushEndpoint {
     }
 
     /// Where each item on the data channel stands (its blocks' next symbol
-    /// ids): what the driver keeps for the next run on the same folder.
+    /// ids): what the driver keeps for the next run on the same folder
+    /// ([`Server::resume_points`]).
     pub fn resume_points(&self) -> Vec<ResumePoint> {
-        (0..self.units.len() as u32)
-            .map(crate::ItemId)
-            .filter_map(|i| {
-                let m = self.server.manifest(i)?;
-                Some(ResumePoint {
-                    hash: m.hash,
-                    size: m.size,
-                    fec: m.fec,
-                    next_ids: self.server.unsent_ids(i)?,
-                })
-            })
-            .collect()
+        self.server.resume_points()
     }
 
     /// Goes on from a run before this one (`points`, its
@@ -492,17 +482,7 @@ impl PushEndpoint {
     /// still holding part of it from that run get fresh ones. Call it
     /// before the first `poll_transmit`. Returns the items that went on.
     pub fn resume(&mut self, points: &[ResumePoint]) -> usize {
-        let by_hash: std::collections::HashMap<_, _> = points.iter().map(|p| (p.hash, p)).collect();
-        let mut n = 0;
-        let mut i = crate::ItemId(0);
-        while let Some(m) = self.server.manifest(i) {
-            let same = (by_hash.get(&m.hash)).filter(|p| (p.size, p.fec) == (m.size, m.fec));
-            if let Some(p) = same {
-                n += usize::from(self.server.go_on_at(i, &p.next_ids));
-            }
-            i = crate::ItemId(i.0 + 1);
-        }
-        n
+        self.server.resume_from(points)
     }
 
     /// The settings it runs (the server's session is the current

@@ -120,6 +120,40 @@ impl Server {
         true
     }
 
+    /// Where each of its items stands (content hash, size, FEC parameters
+    /// and each block's next symbol id): what a driver keeps for a later
+    /// run of the same items.
+    pub fn resume_points(&self) -> Vec<ResumePoint> {
+        (self.items.iter().enumerate())
+            .filter_map(|(i, st)| {
+                Some(ResumePoint {
+                    hash: st.info.hash,
+                    size: st.info.size,
+                    fec: st.fec,
+                    next_ids: self.unsent_ids(ItemId(i as u32))?,
+                })
+            })
+            .collect()
+    }
+
+    /// Goes on from a run before this one (`points`, its
+    /// [`Server::resume_points`]): each item with the same content hash,
+    /// size and FEC parameters as one of them takes its next symbol ids
+    /// ([`Server::go_on_at`]). Returns the items that went on.
+    pub fn resume_from(&mut self, points: &[ResumePoint]) -> usize {
+        let by_hash: std::collections::HashMap<_, _> = points.iter().map(|p| (p.hash, p)).collect();
+        let mut n = 0;
+        for i in 0..self.items.len() {
+            let st = &self.items[i];
+            let same =
+                (by_hash.get(&st.info.hash)).filter(|p| (p.size, p.fec) == (st.info.size, st.fec));
+            if let Some(p) = same {
+                n += usize::from(self.go_on_at(ItemId(i as u32), &p.next_ids));
+            }
+        }
+        n
+    }
+
     /// Goes on from `older` (the server of the version before) for each
     /// (item here, item there) of `kept`, items of the same content and
     /// layout: their symbol ids, MAD's clock with their last sends, and
