@@ -1,7 +1,7 @@
 //! The known-servers file: which key each server address presented the
 //! first time (trust on first use, as SSH's `known_hosts`). One line per
-//! server: `ADDRESS ed25519:HEX`. Written whole to a temporary file and
-//! renamed, so concurrent `get`s never leave it half-written.
+//! server: `ADDRESS ed25519:HEX`. Written whole (`crate::state_file`), so
+//! concurrent `get`s never leave it half-written.
 
 use crate::NetError;
 use repocast_core::auth::PublicKey;
@@ -58,16 +58,11 @@ pub fn record(path: &Path, server: SocketAddr, key: &PublicKey) -> Result<(), Ne
         return Ok(());
     }
     entries.push((addr, key.to_string()));
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(io)?;
-    }
     let mut text = String::from("# repocast known servers: address and key, one per line\n");
     for (a, k) in entries {
         text.push_str(&format!("{a} {k}\n"));
     }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, text).map_err(io)?;
-    std::fs::rename(&tmp, path).map_err(io)
+    crate::state_file::write_whole(path, text).map_err(io)
 }
 
 #[cfg(test)]

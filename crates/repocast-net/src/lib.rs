@@ -25,6 +25,7 @@ pub mod repo;
 pub mod server;
 pub mod settings;
 pub mod socket;
+pub mod state_file;
 pub mod store;
 pub mod tls;
 

@@ -161,11 +161,7 @@ fn record_version(out: &Path, key: &PublicKey, version: u64) {
         .map(str::to_owned)
         .collect();
     lines.push(format!("{k} {version}"));
-    let tmp = dir.join(format!("{VERSIONS_FILE}.tmp"));
-    let ok = std::fs::create_dir_all(&dir)
-        .and_then(|_| std::fs::write(&tmp, lines.join("\n") + "\n"))
-        .and_then(|_| std::fs::rename(&tmp, &path));
-    if let Err(e) = ok {
+    if let Err(e) = crate::state_file::write_whole(&path, lines.join("\n") + "\n") {
         tracing::warn!("{}: {e}", path.display());
     }
 }

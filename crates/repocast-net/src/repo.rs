@@ -269,13 +269,8 @@ impl Repository {
             });
         }
         if hashed > 0 {
-            let dir = root.join(STATE_DIR);
-            let tmp = dir.join(format!("{CACHE_FILE}.tmp"));
-            let ok = fs::create_dir_all(&dir)
-                .and_then(|_| fs::write(&tmp, lines))
-                .and_then(|_| fs::rename(&tmp, &cache_path));
-            if let Err(e) = ok {
-                tracing::warn!("could not cache hashes in {}: {e}", dir.display());
+            if let Err(e) = crate::state_file::write_whole(&cache_path, lines) {
+                tracing::warn!("could not cache hashes in {}: {e}", cache_path.display());
             }
         }
         Ok(Repository {

@@ -458,7 +458,7 @@ impl Pump {
         }
         let bytes = ResumePoint::encode_all(&self.endpoint.resume_points());
         let path = self.record.clone();
-        let w = tokio::task::spawn_blocking(move || resume::save(&path, &bytes));
+        let w = tokio::task::spawn_blocking(move || crate::state_file::write_whole(&path, bytes));
         match last {
             true => self.saved(w.await),
             false => self.saving = Some(w),

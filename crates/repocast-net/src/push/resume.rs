@@ -4,7 +4,7 @@
 //! keep their own). `push` reads it at start, so a run going on after a
 //! stop, a crash or an upgrade sends listeners still tuned in fresh ids of
 //! the files they were in the middle of, and writes it every
-//! [`SAVE_EVERY`] and when it stops. The record comes from a folder we do
+//! [`SAVE_EVERY`] and when it stops (`crate::state_file`). The record comes from a folder we do
 //! not own: read at most [`MAX_RECORD`] bytes of it, checked by the core,
 //! and a damaged or missing one means starting from id 0, as before.
 
@@ -50,18 +50,6 @@ pub fn load(path: &Path) -> Vec<ResumePoint> {
     }
 }
 
-/// Writes `bytes` (an encoded record) to `path` whole: to a temporary file
-/// beside it, then renamed over it, so a reader or a crash sees the old
-/// record or the new one.
-pub fn save(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -87,7 +75,7 @@ mod tests {
         let group: SocketAddr = "239.255.47.11:4711".parse().expect("group");
         let path = record_path(dir.path(), &group);
         assert!(load(&path).is_empty(), "no record yet");
-        save(&path, &ResumePoint::encode_all(&[point()])).expect("save");
+        crate::state_file::write_whole(&path, ResumePoint::encode_all(&[point()])).expect("save");
         assert_eq!(load(&path), vec![point()]);
         // Another group keeps its own.
         let other: SocketAddr = "[ff15::1]:4711".parse().expect("group");
