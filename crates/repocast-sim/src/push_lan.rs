@@ -229,31 +229,24 @@ impl PushLan {
     /// The pusher stopped and started again at the current time, as
     /// `repocast push` run again on the folder: a new endpoint for `files`
     /// as `version` (so a new session), signed by `identity`, going on from
-    /// the stopped run's resume points if `resume` (what `push` keeps
-    /// between runs). Returns the items that went on.
+    /// `points` if given (what `push` reads at start: the stopped run's
+    /// [`PushEndpoint::resume_points`], or any record). Returns the items
+    /// that went on.
     pub fn restart(
         &mut self,
         identity: Identity,
         version: u64,
         files: &[(String, Vec<u8>)],
-        resume: bool,
+        points: Option<&[ResumePoint]>,
     ) -> Result<usize, ServerError> {
         let cfg = self.push.config().clone();
         let (items, mut source) = push_items(files, |size| cfg.server.item_fec(size))?;
         let set = cfg.plan(items, &mut source)?;
-        let points = self.push.resume_points();
         let mut push = PushEndpoint::new(self.now, cfg, identity, version, set)?;
-        let n = if resume { push.resume(&points) } else { 0 };
+        let n = points.map_or(0, |p| push.resume(p));
         self.push = push;
         self.source = source;
         Ok(n)
-    }
-
-    /// The pusher goes on from `points` (a record of ids, as `push` reads
-    /// at start); call it right after [`PushLan::restart`]. Returns the
-    /// items that went on.
-    pub fn resume_with(&mut self, points: &[ResumePoint]) -> usize {
-        self.push.resume(points)
     }
 
     /// The virtual time.

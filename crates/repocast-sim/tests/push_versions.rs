@@ -197,7 +197,9 @@ fn a_restarted_pusher_goes_on_from_the_ids_its_last_run_sent() {
             let mut lan = PushLan::new(config(), identity(), 1, &v).expect("lan");
             lan.listener(listener(loss, 0.0), seed);
             lan.run(secs(0.7));
-            let went_on = lan.restart(identity(), 2, &v, resume).expect("restart");
+            let points = lan.pusher().resume_points();
+            let went_on =
+                (lan.restart(identity(), 2, &v, resume.then_some(&points[..]))).expect("restart");
             assert_eq!(went_on, usize::from(resume));
             lan.run(secs(30.0));
             lan.reports().remove(0)
@@ -267,14 +269,10 @@ fn a_record_with_ids_past_the_code_is_taken_within_its_space() {
     let mut lan = PushLan::new(cfg, Identity::from_seed([7; 32]), 1, &files).expect("lan");
     lan.listener(listener(0.05, 0.0), seed);
     lan.run(secs(0.2));
-    lan.restart(Identity::from_seed([7; 32]), 2, &files, false)
-        .expect("restart");
-    // (Replaced by hand: the forged record instead of the last run's.)
-    let r = {
-        let went_on = lan.resume_with(&[forged]);
-        assert_eq!(went_on, 1);
-        lan.run(secs(30.0));
-        lan.reports().remove(0)
-    };
-    check_files(&r, &files);
+    // Run again on the forged record instead of the last run's.
+    let went_on =
+        (lan.restart(Identity::from_seed([7; 32]), 2, &files, Some(&[forged]))).expect("restart");
+    assert_eq!(went_on, 1);
+    lan.run(secs(30.0));
+    check_files(&lan.reports().remove(0), &files);
 }
