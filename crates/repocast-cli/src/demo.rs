@@ -151,6 +151,7 @@ pub fn run_virtual(a: &DemoArgs) -> ExitCode {
             loss: LossSpec::Bernoulli { p },
             join_at: Instant::ZERO,
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }

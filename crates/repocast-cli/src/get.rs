@@ -201,7 +201,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
         .map(|o| o.size)
         .sum();
     println!(
-        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}{}",
+        "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}{}{}",
         rep.items.len(),
         bytes as f64 / (1 << 20) as f64,
         rep.elapsed.as_secs_f64(),
@@ -210,6 +210,14 @@ pub async fn run(a: GetArgs) -> ExitCode {
         rep.resumed_blocks,
         if rep.lent_blocks > 0 {
             format!(" ({} lent by another get on this host)", rep.lent_blocks)
+        } else {
+            String::new()
+        },
+        if rep.kept_blocks > 0 {
+            format!(
+                ", {} partly received blocks went on with symbols kept by the last run",
+                rep.kept_blocks
+            )
         } else {
             String::new()
         },

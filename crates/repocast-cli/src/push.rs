@@ -370,7 +370,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             })
             .collect();
         println!(
-            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"carried_blocks\":{},\"corrupt_blocks\":{},\"decode_jobs\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
+            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"kept_blocks\":{},\"kept_symbols\":{},\"carried_blocks\":{},\"corrupt_blocks\":{},\"decode_jobs\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
             items.join(","),
             rep.elapsed.as_secs_f64(),
             rep.version.unwrap_or(0),
@@ -381,6 +381,8 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             rep.stats.foreign,
             rep.stats.stale,
             rep.resumed_blocks,
+            rep.kept_blocks,
+            rep.kept_symbols,
             rep.stats.carried_blocks,
             rep.corrupt_blocks,
             rep.decode_jobs,
@@ -390,12 +392,19 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
         );
     } else {
         println!(
-            "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}{}",
+            "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}{}{}",
             rep.items.len(),
             bytes as f64 / (1 << 20) as f64,
             rep.elapsed.as_secs_f64(),
             rep.datagrams,
             rep.resumed_blocks,
+            match rep.kept_blocks {
+                0 => String::new(),
+                n => format!(
+                    ", {n} partly received blocks went on with {} symbols kept by the last run",
+                    rep.kept_symbols
+                ),
+            },
             match rep.emulated_losses {
                 0 => String::new(),
                 n => format!(", {n} dropped by --emulate-loss"),

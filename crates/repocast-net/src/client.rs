@@ -114,6 +114,10 @@ pub struct GetReport {
     /// ([`crate::store::share`]).
     #[serde(default)]
     pub lent_blocks: u64,
+    /// Partly received blocks found with the symbols a previous run kept
+    /// when it gave up (`ClientEndpoint::suspend`).
+    #[serde(default)]
+    pub kept_blocks: u64,
     /// Partial blocks moved to disk to stay within the memory budget.
     pub spilled_blocks: u64,
     /// Datagrams with a missing or wrong tag or signature (dropped).
@@ -267,6 +271,9 @@ async fn drive<S: BlockStore>(
             }
         }
         if ep.is_finished() {
+            // A run that ended short takes back its blocks out being
+            // decoded, so what they verify is kept for a rerun.
+            jobs.settle(ep, start).await;
             return Ok(groups);
         }
         if joined {
@@ -406,6 +413,7 @@ pub(crate) fn report<S: BlockStore>(
         malformed: st.malformed,
         resumed_blocks: st.resumed_blocks,
         lent_blocks: 0,
+        kept_blocks: st.kept_blocks_found,
         spilled_blocks: st.spilled_blocks,
         forged: st.forged,
         signing: st.signing,

@@ -17,6 +17,7 @@ use repocast_core::endpoint::listen::ListenEndpoint;
 use repocast_core::endpoint::store::BlockStore;
 use repocast_core::endpoint::unpack::UnpackJob;
 use repocast_core::server::encoders::PrepareJob;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::sync::mpsc;
 
 /// A job the blocking pool can run.
@@ -65,17 +66,24 @@ impl<J: Job> Job for (u64, J) {
 pub(crate) struct Jobs<J> {
     tx: mpsc::UnboundedSender<J>,
     rx: mpsc::UnboundedReceiver<J>,
+    /// Jobs started and not yet taken back.
+    out: AtomicUsize,
 }
 
 impl<J: Job> Jobs<J> {
     pub(crate) fn new() -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
-        Jobs { tx, rx }
+        Jobs {
+            tx,
+            rx,
+            out: AtomicUsize::new(0),
+        }
     }
 
     /// Runs `job` on the blocking pool; it comes back by
     /// [`Jobs::done`] even if it panics (marked lost).
     pub(crate) fn start(&self, mut job: J) {
+        self.out.fetch_add(1, Ordering::Relaxed);
         let done = self.tx.clone();
         tokio::task::spawn_blocking(move || {
             let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| job.run()));
@@ -90,12 +98,26 @@ impl<J: Job> Jobs<J> {
     /// them at the top of every turn, not only when `select!` happens to
     /// pick [`Jobs::done`] over a socket that is always readable.
     pub(crate) fn try_done(&mut self) -> Option<J> {
-        self.rx.try_recv().ok()
+        let job = self.rx.try_recv().ok()?;
+        self.back();
+        Some(job)
     }
 
     /// The next job done (never `None`: a sender lives here).
     pub(crate) async fn done(&mut self) -> Option<J> {
-        self.rx.recv().await
+        let job = self.rx.recv().await?;
+        self.back();
+        Some(job)
+    }
+
+    /// A job was taken back.
+    fn back(&self) {
+        let _ = (self.out).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+    }
+
+    /// Whether a job started has not been taken back.
+    pub(crate) fn any_out(&self) -> bool {
+        self.out.load(Ordering::Relaxed) > 0
     }
 }
 
@@ -124,6 +146,18 @@ impl<S: BlockStore> Decodes for ListenEndpoint<S> {
 }
 
 impl Jobs<DecodeJob> {
+    /// Takes back every block out being decoded (a few milliseconds
+    /// each), so a run that stops keeps what they verify; none is handed
+    /// out meanwhile.
+    pub(crate) async fn settle(&mut self, ep: &mut impl Decodes, start: std::time::Instant) {
+        while self.any_out() {
+            match self.done().await {
+                Some(job) => ep.decoded(crate::core_now(start), job),
+                None => break,
+            }
+        }
+    }
+
     /// Takes back the blocks decoded and hands out those ready. A
     /// receiving loop calls it after every datagram, not only between
     /// batches: a batch can hold several blocks' last symbols.

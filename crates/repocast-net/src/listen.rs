@@ -105,6 +105,10 @@ pub struct ListenReport {
     pub emulated_losses: u64,
     /// Blocks taken from a previous run's journal.
     pub resumed_blocks: u64,
+    /// Partly received blocks found with the symbols a previous run kept
+    /// when it stopped short, and those symbols.
+    pub kept_blocks: u64,
+    pub kept_symbols: u64,
     /// Decoded blocks that failed their signed hash (forged or corrupt
     /// symbols; the block was received again).
     pub corrupt_blocks: u64,
@@ -202,6 +206,7 @@ pub async fn listen(
     let mut alarm = crate::Alarm::default();
     let mut jobs = crate::jobs::Jobs::new();
     let mut unpacks = crate::jobs::Jobs::new();
+    let mut stopped = false;
     loop {
         jobs.trade(&mut ep, start);
         while let Some(job) = ep.poll_unpack() {
@@ -246,8 +251,18 @@ pub async fn listen(
             Some(job) = jobs.done() => ep.decoded(core_now(start), job),
             Some(job) = unpacks.done() => ep.unpacked(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
-            _ = stopping => break,
+            _ = stopping => {
+                stopped = true;
+                break;
+            }
         }
+    }
+    // Blocks out being decoded come back first, so what they verify is
+    // written; then, stopped, what is partly received is kept for the
+    // next run on this folder (a listener that gave up has done so).
+    jobs.settle(&mut ep, start).await;
+    if stopped {
+        ep.suspend();
     }
     // Stopped (or finished) with verified packs not yet cut out: they are
     // finished first, so what verified is in place.
@@ -261,7 +276,7 @@ pub async fn listen(
         }
     }
     let client = ep.receiver().map(|r| r.client_stats()).unwrap_or_default();
-    let resumed_blocks = ep.receiver().map_or(0, |r| r.stats().resumed_blocks);
+    let rx = ep.receiver().map(|r| r.stats()).unwrap_or_default();
     let signing = ep.receiver().map(|r| r.stats().signing).unwrap_or_default();
     Ok(ListenReport {
         items: ep.outcomes(),
@@ -272,7 +287,9 @@ pub async fn listen(
         stats: ep.stats(),
         datagrams: data.received + announce.received,
         emulated_losses: data.dropped + announce.dropped,
-        resumed_blocks,
+        resumed_blocks: rx.resumed_blocks,
+        kept_blocks: rx.kept_blocks_found,
+        kept_symbols: rx.kept_symbols_found,
         corrupt_blocks: client.corrupt_blocks,
         decode_jobs: client.decode_jobs,
         signing,

@@ -22,6 +22,23 @@ pub fn write_whole(path: &Path, bytes: impl AsRef<[u8]>) -> std::io::Result<()> 
     written
 }
 
+/// Reads `path` whole if it holds at most `max` bytes: `Ok(None)` when it
+/// does not exist, an error when it is larger (nothing past `max + 1`
+/// bytes is read).
+pub fn read_bounded(path: &Path, max: u64) -> std::io::Result<Option<Vec<u8>>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    match std::fs::File::open(path).and_then(|f| f.take(max + 1).read_to_end(&mut bytes)) {
+        Ok(_) if bytes.len() as u64 > max => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("over {max} bytes"),
+        )),
+        Ok(_) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

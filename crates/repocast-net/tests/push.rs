@@ -13,22 +13,30 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-async fn start_push(dir: &Path, redundancy: Option<f64>) -> (PushHandle, PushOptions) {
+/// A pusher of `dir` on fresh loopback groups at `rate_bps`, its metrics
+/// on a free port.
+fn push_opts(dir: &Path, rate_bps: u64) -> PushOptions {
     let (data, ann) = groups();
     let mut o = PushOptions::new(dir.to_path_buf());
     o.data_group = data;
     o.announce_group = ann;
     o.interface = lo();
+    o.rate_bps = rate_bps;
+    o.metrics = Some((Ipv4Addr::LOCALHOST, 0).into());
+    o
+}
+
+async fn start_push(dir: &Path, redundancy: Option<f64>) -> (PushHandle, PushOptions) {
     // A pusher that stops after its redundancy goes slowly enough (2
     // Mbit/s: three passes of a small set take a second or more) that a
     // listener started after it, on a busy machine, still hears most of
     // them; at 200 Mbit/s they were over in about 16 ms.
-    o.rate_bps = if redundancy.is_some() {
+    let rate = if redundancy.is_some() {
         2_000_000
     } else {
         200_000_000
     };
-    o.metrics = Some((Ipv4Addr::LOCALHOST, 0).into());
+    let mut o = push_opts(dir, rate);
     o.redundancy = redundancy;
     let h = push::start(o.clone()).await.expect("push");
     (h, o)
@@ -277,13 +285,8 @@ async fn a_satellite_listener_picks_up_an_added_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_version_mid_download_keeps_verified_files_and_finishes_the_rest() {
     let repo = seeded_repo(&[("a-small.txt", 3_000), ("big.bin", 8 << 20)], 8);
-    let (data, ann) = groups();
-    let mut o = PushOptions::new(repo.path().to_path_buf());
-    o.data_group = data;
-    o.announce_group = ann;
-    o.interface = lo();
     // 8 MiB takes about 3.5 s: the new version comes while it is on air.
-    o.rate_bps = 20_000_000;
+    let mut o = push_opts(repo.path(), 20_000_000);
     o.metrics = None;
     o.scheduler = push::PushScheduler::Flat;
     let h = push::start(o.clone()).await.expect("push");
@@ -498,4 +501,57 @@ async fn a_pusher_run_again_goes_on_from_its_last_runs_ids() {
             "the second run started again: {first:?} then {second:?}"
         );
     }
+}
+
+/// A listener whose pusher stops half-way through a file's first pass
+/// gives up after its timeout, keeping the symbols of its partly received
+/// blocks (with Fcast's interleaving none is verified yet); run again on
+/// the same folder while the pusher goes on, it takes them back and needs
+/// only the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_run_again_goes_on_with_the_symbols_it_kept() {
+    let repo = seeded_repo(&[("big.bin", 3 << 20)], 9);
+    let out = tempfile::tempdir().expect("tmp");
+    let mut o = push_opts(repo.path(), 20_000_000);
+    // Half the file's size, then it stops.
+    o.redundancy = Some(0.5);
+    let mut l = listen_opts(&o, out.path(), 0.1, 11);
+    l.timeout = Duration::from_secs(3);
+    // Tuned in before the pusher starts, so it hears the whole half.
+    let first = tokio::spawn(listen(l.clone(), None, None));
+    let mut h = push::start(o.clone()).await.expect("push");
+    tokio::time::timeout(Duration::from_secs(20), h.finished())
+        .await
+        .expect("stops on its own")
+        .expect("push");
+    let first = first.await.expect("task").expect("listen");
+    let why = first.items.first().and_then(|o| o.result.clone().err());
+    assert!(
+        why.as_deref().is_some_and(|w| w.contains("nothing heard")),
+        "half a pass cannot be enough: {:?}",
+        first.items
+    );
+    assert!(!out.path().join("big.bin").exists());
+
+    // The pusher goes on (from its ids); the listener again.
+    let mut again = o.clone();
+    again.redundancy = None;
+    let h = push::start(again).await.expect("push");
+    let second = listen(l, None, None).await.expect("listen");
+    h.stop().await.expect("push");
+    eprintln!(
+        "first run {} datagrams; second {} datagrams, {} blocks with {} symbols kept",
+        first.datagrams, second.datagrams, second.kept_blocks, second.kept_symbols
+    );
+    check(&second, repo.path(), out.path(), &["big.bin"]);
+    assert!(second.kept_blocks > 0, "no kept block found");
+    assert!(second.kept_symbols > 0);
+    // It received about what it lacked: far less than the whole file,
+    // which the first run's half is about half of.
+    assert!(
+        second.datagrams < first.datagrams + first.datagrams / 2,
+        "second run {} datagrams, first {}",
+        second.datagrams,
+        first.datagrams
+    );
 }

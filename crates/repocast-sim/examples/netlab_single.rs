@@ -64,6 +64,7 @@ fn main() -> ExitCode {
             // Started together, a few microseconds apart.
             join_at: Instant::from_micros(i as u64 * 10),
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }

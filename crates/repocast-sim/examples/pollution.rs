@@ -76,6 +76,7 @@ fn main() {
                 loss: LossSpec::Bernoulli { p: loss },
                 join_at: Instant::from_micros(k as u64 * 2_000),
                 crash_at: None,
+                stop_at: None,
                 host: None,
             });
         }

@@ -104,6 +104,7 @@ fn main() {
             loss: loss_of(r.host),
             join_at: Instant::from_micros((r.at_s * 1e6) as u64),
             crash_at: None,
+            stop_at: None,
             host: shared.then_some(r.host),
         });
     }

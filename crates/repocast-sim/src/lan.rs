@@ -47,6 +47,10 @@ pub struct LanClient {
     pub join_at: Instant,
     /// When it is killed (it restarts at once with what its store holds).
     pub crash_at: Option<Instant>,
+    /// When it is stopped short (it restarts at once): unlike a kill, its
+    /// store keeps its partly received blocks' symbols
+    /// ([`ClientEndpoint::suspend`]).
+    pub stop_at: Option<Instant>,
     /// The host it runs on, if it shares one with others (None: a host of
     /// its own). Requests on one host share its receiver, as `get`s do
     /// (`repocast_net::host`): one loss draw per packet for the host (the
@@ -113,6 +117,7 @@ struct Node {
 enum Ev {
     Start(usize),
     Crash(usize),
+    Stop(usize),
     ToServer(usize, Vec<u8>),
     ToClient(usize, Vec<u8>),
     Closed(usize),
@@ -289,6 +294,9 @@ impl VirtualLan {
         if let Some(t) = spec.crash_at {
             self.schedule(t, Ev::Crash(i));
         }
+        if let Some(t) = spec.stop_at {
+            self.schedule(t, Ev::Stop(i));
+        }
         self.nodes.push(Node {
             loss: LossModel::new(spec.loss, seed ^ 0xc1),
             spec,
@@ -413,6 +421,12 @@ impl VirtualLan {
                     self.start(i, store);
                 }
                 Ev::Crash(i) => self.crash(i),
+                Ev::Stop(i) => {
+                    if let Some(ep) = self.nodes[i].ep.as_mut() {
+                        ep.suspend();
+                    }
+                    self.crash(i);
+                }
                 Ev::ToServer(i, bytes) => {
                     if let Some(c) = self.nodes[i].conn {
                         self.server.handle_stream(now, c, &bytes);

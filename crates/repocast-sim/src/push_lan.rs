@@ -34,6 +34,10 @@ pub struct PushListener {
     pub join_at: Instant,
     /// When it is killed (restarting at once with its store).
     pub crash_at: Option<Instant>,
+    /// When it is stopped by a signal (restarting at once with its store):
+    /// unlike a kill, it keeps its partly received blocks' symbols
+    /// ([`ListenEndpoint::suspend`]).
+    pub stop_at: Option<Instant>,
 }
 
 impl PushListener {
@@ -48,6 +52,7 @@ impl PushListener {
             loss: LossSpec::Bernoulli { p: loss },
             join_at,
             crash_at: None,
+            stop_at: None,
         }
     }
 }
@@ -286,8 +291,17 @@ impl PushLan {
                     MemoryStore::default(),
                 ));
             }
-            if h.spec.crash_at.is_some_and(|c| now >= c) {
-                h.spec.crash_at = None;
+            let stop = h.spec.stop_at.is_some_and(|c| now >= c);
+            if stop {
+                h.spec.stop_at = None;
+                if let Some(ep) = h.ep() {
+                    ep.suspend();
+                }
+            }
+            if stop || h.spec.crash_at.is_some_and(|c| now >= c) {
+                if !stop {
+                    h.spec.crash_at = None;
+                }
                 if let Some(store) = h.ep.take().and_then(ListenEndpoint::into_store) {
                     h.blocks_written += store.blocks_written;
                     h.ep = Some(ListenEndpoint::new(now, h.spec.cfg.clone(), store.crash()));
@@ -361,7 +375,10 @@ impl PushLan {
                         None => Some(h.spec.join_at),
                     })
                     .min(),
-                (self.hosts.iter()).filter_map(|h| h.spec.crash_at).min(),
+                (self.hosts.iter())
+                    .flat_map(|h| [h.spec.crash_at, h.spec.stop_at])
+                    .flatten()
+                    .min(),
             ]
             .into_iter()
             .flatten()

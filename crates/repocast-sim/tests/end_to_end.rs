@@ -94,6 +94,7 @@ fn run_all_verified(scheme: &str, code: CodeKind) -> VirtualLan {
             loss: *loss,
             join_at: Instant::from_millis(i as u64 * 3),
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }
@@ -204,6 +205,7 @@ fn arm_grows_the_transmission_to_what_the_worst_receiver_needs() {
             },
             join_at: Instant::ZERO,
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }

@@ -54,6 +54,7 @@ fn run(
             loss: LossSpec::Bernoulli { p },
             join_at: Instant::from_micros(join_ms * 1000),
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }

@@ -84,6 +84,7 @@ fn lan_coded(seed: u64, data: &[(String, Vec<u8>)], encrypt: bool, code: CodeKin
             loss: LossSpec::Bernoulli { p: loss },
             join_at: Instant::from_micros(k as u64 * 3_000),
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }
@@ -392,6 +393,7 @@ fn a_key_rotation_mid_run_loses_no_packet_and_shuts_out_the_old_key() {
             loss: LossSpec::Bernoulli { p: 0.05 },
             join_at: at,
             crash_at: None,
+            stop_at: None,
             host: None,
         });
     }
@@ -452,6 +454,7 @@ fn signed_symbols_keep_an_insiders_pollution_from_every_decoder() {
                 loss: LossSpec::Bernoulli { p: loss },
                 join_at: Instant::from_micros(k as u64 * 3_000),
                 crash_at: None,
+                stop_at: None,
                 host: None,
             });
         }

@@ -93,6 +93,52 @@ impl Client {
         std::mem::take(&mut self.deferred)
     }
 
+    /// Blocks whose symbols an earlier run kept on disk (the driver's
+    /// store found `held` of them when the item opened): they count as
+    /// evicted, so they come back before the symbol that can complete
+    /// them, and NAKs ask only for the rest. A block verified, begun in
+    /// memory or out as a decode job is left as it is; a count of K or
+    /// more (the store's word, not checked here) counts as K - 1, so the
+    /// next symbol brings the block back.
+    pub fn resume_spilled(&mut self, item: ItemId, block: u32, held: u32) {
+        let Some(it) = self.items.get_mut(&item) else {
+            return;
+        };
+        let Some(k) = it.layout.map(|l| l.block_symbols(block)) else {
+            return;
+        };
+        let free = it.phase == ItemPhase::Receiving
+            && it.decoded.get(block as usize) == Some(&false)
+            && it.decoders.get(block as usize).is_some_and(Option::is_none)
+            && !it.decoding.contains_key(&block)
+            && !it.evicted.contains_key(&block);
+        if free && held > 0 {
+            it.evicted.insert(block, held.min(k.saturating_sub(1)));
+        }
+    }
+
+    /// Blocks holding symbols in memory (begun, not decoded, not out as a
+    /// decode job) of items still being received: what a driver moves to
+    /// its store when the run stops short ([`Client::evict`]).
+    pub fn blocks_in_memory(&self) -> Vec<(ItemId, u32)> {
+        let mut out = Vec::new();
+        for it in self.items.values() {
+            let Some(item) = (it.manifest.as_ref())
+                .filter(|_| it.phase == ItemPhase::Receiving)
+                .map(|m| m.item)
+            else {
+                continue;
+            };
+            for (b, slot) in (0u32..).zip(it.decoders.iter()) {
+                let done = it.decoded.get(b as usize).is_none_or(|d| *d);
+                if slot.is_some() && !done && !it.decoding.contains_key(&b) {
+                    out.push((item, b));
+                }
+            }
+        }
+        out
+    }
+
     /// Gives back the symbols of an evicted block (before new ones for it).
     pub fn restore(&mut self, item: ItemId, block: u32, symbols: Vec<(u32, Vec<u8>)>) {
         let payloads = self.cfg.payloads;

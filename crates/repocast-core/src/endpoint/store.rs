@@ -170,6 +170,21 @@ pub trait BlockStore {
     fn is_spilled(&self, item: ItemId, block: u32) -> bool;
     /// Takes a spilled block's symbols back.
     fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError>;
+    /// The run stops short of `item` (a stop, the idle timeout, a new
+    /// catalogue version): keeps what [`BlockStore::spill`] holds of its
+    /// partly received blocks for a later run, which finds it when it
+    /// opens the same content laid out the same way
+    /// ([`BlockStore::spilled_counts`]). A store that keeps nothing past
+    /// its run does nothing.
+    fn keep_spilled(&mut self, _item: ItemId) -> Result<(), StoreError> {
+        Ok(())
+    }
+    /// After [`BlockStore::open`]: blocks of `item` whose symbols an
+    /// earlier run kept ([`BlockStore::keep_spilled`]), with how many
+    /// symbols each; they are spilled blocks of this run from now on.
+    fn spilled_counts(&self, _item: ItemId) -> Vec<(u32, u32)> {
+        Vec::new()
+    }
 }
 
 /// One store's verified blocks of an item, lent to another
@@ -194,6 +209,12 @@ pub struct MemoryStore {
     /// lends with them).
     finished: BTreeMap<String, ManifestEntry>,
     spilled: FastMap<(ItemId, u32), Symbols>,
+    /// Spilled symbols kept for a later run ([`BlockStore::keep_spilled`]),
+    /// by the content they belong to: "on disk", so they outlive
+    /// [`MemoryStore::crash`].
+    kept: BTreeMap<Content, BTreeMap<u32, Symbols>>,
+    /// Items opened with kept symbols: their blocks and counts.
+    found: FastMap<ItemId, Vec<(u32, u32)>>,
     /// Items that are packs; verified packs' bytes until unpacked.
     packs: FastMap<ItemId, Option<Vec<u8>>>,
     /// Blocks written so far (a test's measure of resume).
@@ -209,6 +230,22 @@ pub struct MemoryStore {
 
 /// Files by name, with their bytes.
 type Files = Vec<(String, Vec<u8>)>;
+
+/// What kept symbols belong to: an item's hash, size and FEC parameters
+/// (code, symbol size, largest block), so they go only to the same
+/// content laid out the same way.
+type Content = ([u8; 32], u64, u8, u16, u32);
+
+fn content(m: &ManifestEntry) -> Content {
+    let f = m.fec;
+    (
+        m.hash,
+        m.size,
+        f.code.to_u8(),
+        f.symbol_size,
+        f.max_block_symbols,
+    )
+}
 
 /// The members of a pack's `bytes` that match their hashes, and each
 /// member's outcome.
@@ -315,13 +352,15 @@ impl MemoryStore {
     }
 
     /// Moves the partial items of `self` into a fresh store, as a restarted
-    /// client finds them in its journal (spilled symbols are lost, as they
+    /// client finds them in its journal, with the symbols kept for a later
+    /// run ([`BlockStore::keep_spilled`]; others spilled are lost, as they
     /// would be).
     pub fn crash(self) -> MemoryStore {
         MemoryStore {
             open: self.open,
             done: self.done,
             finished: self.finished,
+            kept: self.kept,
             ..Default::default()
         }
     }
@@ -352,13 +391,32 @@ impl BlockStore for MemoryStore {
             self.open.insert(m.item, (m.clone(), b.clone(), all));
             return Ok(Resume::Complete);
         }
-        if let Some((old, _, written)) = self.open.get(&m.item) {
-            if old.hash == m.hash && old.size == m.size {
-                let held = (0..written.len() as u32)
-                    .filter(|&b| written[b as usize])
-                    .collect();
-                return Ok(Resume::Blocks(held));
+        self.found.remove(&m.item);
+        let kept = self.kept.remove(&content(m)).unwrap_or_default();
+        let mut found = Vec::new();
+        let resumed = match self.open.get(&m.item) {
+            Some((old, _, written)) if old.hash == m.hash && old.size == m.size => {
+                Some(written.clone())
             }
+            _ => None,
+        };
+        for (b, syms) in kept {
+            let verified = resumed
+                .as_ref()
+                .is_some_and(|w| w.get(b as usize) == Some(&true));
+            if b < layout.blocks() && !verified && !syms.is_empty() {
+                found.push((b, syms.len() as u32));
+                self.spilled.insert((m.item, b), syms);
+            }
+        }
+        if !found.is_empty() {
+            self.found.insert(m.item, found);
+        }
+        if let Some(written) = resumed {
+            let held = (0..written.len() as u32)
+                .filter(|&b| written[b as usize])
+                .collect();
+            return Ok(Resume::Blocks(held));
         }
         let bytes = vec![0; m.size as usize];
         let written = vec![false; layout.blocks() as usize];
@@ -447,12 +505,17 @@ impl BlockStore for MemoryStore {
         self.open.remove(&item);
         self.packs.remove(&item);
         self.spilled.retain(|k, _| k.0 != item);
+        self.found.remove(&item);
     }
 
     fn close(&mut self, item: ItemId) {
         // Item ids are a version's: the next may give this one to a file
         // (what is written of an open item stays, for a resume by name).
+        // Symbols spilled and not kept go, as a store on disk drops its
+        // side file.
         self.packs.remove(&item);
+        self.spilled.retain(|k, _| k.0 != item);
+        self.found.remove(&item);
     }
 
     fn spill(
@@ -474,6 +537,28 @@ impl BlockStore for MemoryStore {
 
     fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError> {
         Ok(self.spilled.remove(&(item, block)).unwrap_or_default())
+    }
+
+    fn keep_spilled(&mut self, item: ItemId) -> Result<(), StoreError> {
+        let Some((m, _, _)) = self.open.get(&item) else {
+            return Ok(());
+        };
+        let key = content(m);
+        let blocks: Vec<u32> = (self.spilled.keys())
+            .filter(|k| k.0 == item)
+            .map(|k| k.1)
+            .collect();
+        for b in blocks {
+            if let Some(syms) = self.spilled.remove(&(item, b)) {
+                let kept = self.kept.entry(key).or_default().entry(b).or_default();
+                kept.extend(syms);
+            }
+        }
+        Ok(())
+    }
+
+    fn spilled_counts(&self, item: ItemId) -> Vec<(u32, u32)> {
+        self.found.get(&item).cloned().unwrap_or_default()
     }
 }
 

@@ -29,25 +29,18 @@ pub fn record_path(dir: &Path, group: &SocketAddr) -> PathBuf {
 /// The record at `path`, if there is a sound one (a missing, oversized or
 /// damaged one is logged and read as none).
 pub fn load(path: &Path) -> Vec<ResumePoint> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    let read = std::fs::File::open(path)
-        .and_then(|f| f.take(MAX_RECORD + 1).read_to_end(&mut bytes).map(|_| ()));
-    match read {
-        Ok(()) if bytes.len() as u64 > MAX_RECORD => {
-            tracing::warn!("{}: over {MAX_RECORD} bytes; not read", path.display());
-            Vec::new()
-        }
-        Ok(()) => ResumePoint::decode_all(&bytes).unwrap_or_else(|e| {
-            tracing::warn!("{}: {e}; starting from id 0", path.display());
-            Vec::new()
-        }),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+    let bytes = match crate::state_file::read_bounded(path, MAX_RECORD) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Vec::new(),
         Err(e) => {
             tracing::warn!("{}: {e}; starting from id 0", path.display());
-            Vec::new()
+            return Vec::new();
         }
-    }
+    };
+    ResumePoint::decode_all(&bytes).unwrap_or_else(|e| {
+        tracing::warn!("{}: {e}; starting from id 0", path.display());
+        Vec::new()
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,9 @@
 //! folder of a request, not once per file. Symbols of partly received
 //! blocks the endpoint moves out of memory go in their block's own place
 //! in that temporary file (the crowd pool), a side file taking only what
-//! does not fit.
+//! does not fit; a run that stops short keeps them for the next run
+//! (`store/kept.rs`), so a listener stopped in the middle of a large file goes on
+//! with what it received, not only with the blocks it verified.
 //!
 //! What the server sends is untrusted: names are checked so no path leaves
 //! the output folder (nor passes through a symlink in it); an existing file
@@ -28,18 +30,20 @@
 
 use crate::NetError;
 use crate::repo::STATE_DIR;
+use kept::Spilled;
 use repocast_core::ItemId;
 use repocast_core::endpoint::store::{BlockStore, Held, Resume, StoreError, Symbols};
 use repocast_core::fec::layout::Layout;
 use repocast_core::hex;
-use repocast_core::wire::ManifestEntry;
 use repocast_core::wire::control::MAX_HAVE_BYTES;
-use std::collections::HashMap;
+use repocast_core::wire::{FecParams, ManifestEntry};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
+mod kept;
 pub mod share;
 mod unpack;
 pub use share::Source;
@@ -93,26 +97,79 @@ struct Partial {
     journal: Option<File>,
     hash: [u8; 32],
     size: u64,
+    fec: FecParams,
     /// The item's blocks (where a spilled block's symbols go).
     layout: Option<Layout>,
     /// Blocks verified in the partial file (resumed or written).
     verified: Vec<u32>,
     /// Symbols of partial blocks kept on disk, per block.
-    spilled: HashMap<u32, Spilled>,
+    spilled: BTreeMap<u32, Spilled>,
     /// Symbols that did not fit in their block's place: file, and its
     /// length.
     spill: Option<(PathBuf, File)>,
     spill_len: u64,
+    /// A record of `spilled` is on disk for a later run
+    /// ([`BlockStore::keep_spilled`]); it goes as soon as the spill
+    /// changes (a block written since is named by the journal, which
+    /// wins).
+    kept: bool,
+    /// Blocks found with an earlier run's kept symbols, and how many.
+    found: Vec<(u32, u32)>,
 }
 
-/// A partly received block's symbols on disk: the first ones in its own
-/// place in the partial file (a "crowd" near where the block will be
-/// written, SPEC 3.6; ids in memory), any more in the side file as
-/// records of id u32, length u32, bytes.
-#[derive(Default)]
-struct Spilled {
-    ids: Vec<u32>,
-    side: Vec<(u64, u32)>,
+impl Partial {
+    /// Where a record of the spill is kept for a later run.
+    fn record_path(&self) -> PathBuf {
+        self.tmp.with_extension("kept")
+    }
+
+    /// The spill is about to change: a record of it kept for a later run
+    /// would no longer be true.
+    fn unkeep(&mut self) {
+        if std::mem::take(&mut self.kept) {
+            let _ = fs::remove_file(self.record_path());
+        }
+    }
+
+    /// Takes back what an earlier run kept of this item's spill (blocks
+    /// not verified since), and removes the record: from now on the spill
+    /// is this run's.
+    fn take_kept(&mut self, m: &ManifestEntry) {
+        let (Some(layout), true) = (self.layout, self.file.is_some()) else {
+            return;
+        };
+        let path = self.record_path();
+        let bytes = match crate::state_file::read_bounded(&path, kept::MAX_RECORD) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("{}: {e}; not read", path.display());
+                let _ = fs::remove_file(&path);
+                return;
+            }
+        };
+        let _ = fs::remove_file(&path);
+        let side_path = self.tmp.with_extension("spill");
+        let side = OpenOptions::new().read(true).write(true).open(&side_path);
+        let side_file = (side.as_ref().ok())
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |md| md.len());
+        let Some(mut blocks) = kept::decode(&bytes, m, &layout, side_file) else {
+            tracing::warn!("{}: not a record of this file; not used", path.display());
+            return;
+        };
+        blocks.retain(|b, _| !self.verified.contains(b));
+        let t = layout.symbol_size() as usize;
+        self.found = (blocks.iter())
+            .map(|(b, s)| (*b, s.count(t)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if let Ok(f) = side {
+            self.spill = Some((side_path, f));
+            self.spill_len = side_file;
+        }
+        self.spilled = blocks;
+    }
 }
 
 /// Starts writing `len` bytes at `offset` of `f` back to the disk without
@@ -415,11 +472,14 @@ impl BlockStore for Store {
             journal: None,
             hash: m.hash,
             size: m.size,
+            fec: m.fec,
             layout: Some(layout),
             verified: Vec::new(),
-            spilled: HashMap::new(),
+            spilled: BTreeMap::new(),
             spill: None,
             spill_len: 0,
+            kept: false,
+            found: Vec::new(),
         };
         if !pack && already_in_place(&p.final_path, m.size, &m.hash, self.overwrite)? {
             self.items.insert(m.item, p);
@@ -484,6 +544,7 @@ impl BlockStore for Store {
         }
         p.file = Some(file);
         p.verified.clone_from(&have);
+        p.take_kept(m);
         self.items.insert(m.item, p);
         Ok(Resume::Blocks(have))
     }
@@ -501,6 +562,8 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("block"))?;
+        // A kept record stays true: the block is in the journal, which a
+        // later run reads first, and no other block's symbols move.
         let Some(f) = p.file.as_ref() else {
             return Ok(());
         };
@@ -538,6 +601,7 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("spill"))?;
+        p.unkeep();
         let rec = p.spilled.entry(block).or_default();
         let (Some(f), Some(l)) = (p.file.as_ref(), p.layout) else {
             return Ok(());
@@ -589,8 +653,9 @@ impl BlockStore for Store {
         self.packs.remove(&item);
         if let Some(p) = self.items.remove(&item) {
             // The journal already names every written block; the lock and
-            // handles go, the spill (symbols in memory's stead) too.
-            if let Some((path, _)) = p.spill {
+            // handles go, the spill (symbols in memory's stead) too unless
+            // it is kept for a later run.
+            if let Some((path, _)) = p.spill.as_ref().filter(|_| !p.kept) {
                 let _ = fs::remove_file(path);
             }
         }
@@ -601,6 +666,7 @@ impl BlockStore for Store {
         self.packs.remove(&item);
         if let Some(p) = self.items.remove(&item) {
             if p.file.is_some() {
+                let _ = fs::remove_file(p.record_path());
                 let _ = fs::remove_file(&p.tmp);
                 let _ = fs::remove_file(&p.journal_path);
             }
@@ -626,6 +692,7 @@ impl BlockStore for Store {
         let Some(rec) = p.spilled.remove(&block) else {
             return Ok(Vec::new());
         };
+        p.unkeep();
         let mut out = Vec::with_capacity(rec.ids.len());
         if let (Some(f), Some(l), false) = (p.file.as_ref(), p.layout, rec.ids.is_empty()) {
             let t = l.symbol_size() as usize;
@@ -662,6 +729,30 @@ impl BlockStore for Store {
             p.spill_len = 0;
         }
         Ok(out)
+    }
+
+    /// Writes a record of the item's spill beside its partial file (whole,
+    /// or not at all), and keeps the side file when the item closes.
+    fn keep_spilled(&mut self, item: ItemId) -> Result<(), StoreError> {
+        let Some(p) = self.items.get_mut(&item).filter(|p| p.file.is_some()) else {
+            return Ok(());
+        };
+        p.unkeep();
+        if p.spilled.is_empty() {
+            return Ok(());
+        }
+        let rec = kept::encode(&(p.hash, p.size, p.fec), p.spill_len, &p.spilled);
+        let path = p.record_path();
+        crate::state_file::write_whole(&path, rec).map_err(|e| StoreError::io(&path, e))?;
+        p.kept = true;
+        Ok(())
+    }
+
+    fn spilled_counts(&self, item: ItemId) -> Vec<(u32, u32)> {
+        self.items
+            .get(&item)
+            .map(|p| p.found.clone())
+            .unwrap_or_default()
     }
 
     fn mark_pack(&mut self, item: ItemId) {
@@ -703,6 +794,9 @@ impl BlockStore for Store {
         let lent = Source::finished(&p);
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
+        }
+        if p.kept {
+            let _ = fs::remove_file(p.record_path());
         }
         let Some(file) = p.file else {
             self.keep_lent(lent);

@@ -228,3 +228,100 @@ fn spilled_symbols_go_in_their_blocks_place_and_overflow_aside() {
     st.spill(ItemId(0), 0, &[sym(7)]).expect("again");
     assert_eq!(st.unspill(ItemId(0), 0).expect("back"), vec![sym(7)]);
 }
+
+/// The record kept beside `root`'s partial file, if there is one.
+fn kept_record(root: &Path) -> Option<PathBuf> {
+    fs::read_dir(root.join(STATE_DIR).join("partial"))
+        .expect("partial dir")
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "kept"))
+}
+
+/// A run that stops short keeps its spill: the next run opening the same
+/// content (under another item id) finds the symbols of every block not
+/// verified since, with their counts, and reads them back as they were;
+/// the record is then the new run's to keep or not.
+#[test]
+fn kept_symbols_come_back_in_the_next_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(3));
+    let sym = |i: u32| (i, vec![i as u8; 16]);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
+    // Block 1 (36 bytes) has room for two whole symbols: the third goes
+    // to the side file.
+    st.spill(ItemId(3), 0, &[sym(1), sym(6)]).expect("spill");
+    st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
+        .expect("spill");
+    st.keep_spilled(ItemId(3)).expect("kept");
+    assert!(kept_record(dir.path()).is_some());
+    // Block 0 verifies after the record was written: the journal wins.
+    let block0 = fixture::block(&data, &layout, 0).to_vec();
+    st.write_block(ItemId(3), 0, 0, &block0).expect("written");
+    drop(st);
+
+    let mut st = Store::new(dir.path()).expect("store");
+    let again = ManifestEntry {
+        item: ItemId(8),
+        ..m.clone()
+    };
+    assert!(matches!(st.open(&again), Ok(Resume::Blocks(b)) if b == vec![0]));
+    assert_eq!(st.spilled_counts(ItemId(8)), vec![(1, 3)]);
+    assert!(kept_record(dir.path()).is_none(), "taken by this run");
+    assert!(st.is_spilled(ItemId(8), 1) && !st.is_spilled(ItemId(8), 0));
+    assert_eq!(
+        st.unspill(ItemId(8), 1).expect("back"),
+        vec![sym(3), sym(4), sym(5)]
+    );
+    // Nothing kept this time: a third run finds nothing.
+    drop(st);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&again).is_ok());
+    assert!(st.spilled_counts(ItemId(8)).is_empty());
+}
+
+/// A record goes as soon as the spill changes, survives an item's close
+/// (a new catalogue version), and one that is not a record of this
+/// content is not used (and no panic).
+#[test]
+fn a_kept_record_is_used_only_while_it_is_true() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (_, m, _) = fixture::two_blocks(ItemId(3));
+    let sym = |i: u32| (i, vec![i as u8; 16]);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&m).is_ok());
+    st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
+        .expect("spill");
+    st.keep_spilled(ItemId(3)).expect("kept");
+    // Closed (a new version) and opened again in the same store.
+    st.close(ItemId(3));
+    assert!(st.open(&m).is_ok());
+    assert_eq!(st.spilled_counts(ItemId(3)), vec![(1, 3)]);
+    // Kept, then spilled to again: the record is no longer true.
+    st.keep_spilled(ItemId(3)).expect("kept");
+    assert!(kept_record(dir.path()).is_some());
+    st.spill(ItemId(3), 0, &[sym(2)]).expect("spill");
+    assert!(kept_record(dir.path()).is_none());
+    drop(st);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&m).is_ok());
+    assert!(st.spilled_counts(ItemId(3)).is_empty());
+    // A damaged or foreign record: not used, and removed.
+    st.spill(ItemId(3), 1, &[sym(3)]).expect("spill");
+    st.keep_spilled(ItemId(3)).expect("kept");
+    drop(st);
+    let path = kept_record(dir.path()).expect("a record");
+    let mut bytes = fs::read(&path).expect("record");
+    for bad in [b"not a record".to_vec(), {
+        bytes[20] ^= 1; // another hash
+        bytes
+    }] {
+        fs::write(&path, &bad).expect("write");
+        let mut st = Store::new(dir.path()).expect("store");
+        assert!(st.open(&m).is_ok());
+        assert!(st.spilled_counts(ItemId(3)).is_empty());
+        assert!(kept_record(dir.path()).is_none());
+        drop(st);
+    }
+}

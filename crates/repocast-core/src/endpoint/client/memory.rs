@@ -2,7 +2,10 @@
 //! [`super::ClientEndpointConfig::memory_budget`] go to the store's spill,
 //! least recently fed first, and come back just before the symbol that
 //! can complete them (the state machine's side is `crate::client::spill`).
-//! Part of [`super::ClientEndpoint`].
+//! A run that stops short moves every partly received block to the spill
+//! and has the store keep it ([`ClientEndpoint::suspend`]), so the next
+//! run on the same folder goes on with those symbols, not only with the
+//! blocks it had verified. Part of [`super::ClientEndpoint`].
 
 use super::ClientEndpoint;
 use crate::client::Client;
@@ -53,6 +56,54 @@ impl<S: BlockStore> ClientEndpoint<S> {
             }
             if self.tick % EVICT_EVERY == 0 {
                 self.evict();
+            }
+        }
+    }
+
+    /// The run stops short of what it wants (the driver stops it, the idle
+    /// timeout, the server gone): every partly received block still in
+    /// memory goes to the store's spill, and the store keeps the spill of
+    /// every item still being received for a later run
+    /// ([`BlockStore::keep_spilled`]). Blocks out as decode jobs are not
+    /// here: a driver takes them back first. Harmless twice.
+    pub fn suspend(&mut self) {
+        for (item, block) in self.client.blocks_in_memory() {
+            let Some(syms) = self.client.evict(item, block) else {
+                continue;
+            };
+            self.lru.remove(&(item, block));
+            if self.store.spill(item, block, &syms).is_err() {
+                // Stopping: the symbols are lost, nothing else.
+                self.stats.keep_failures += 1;
+            }
+        }
+        self.keep_spilled();
+    }
+
+    /// Has the store keep what it holds spilled of every item still being
+    /// received (the blocks in memory stay: a new catalogue version
+    /// carries those itself).
+    pub fn keep_spilled(&mut self) {
+        self.flush_spill();
+        let items: Vec<ItemId> = (self.sizes.iter())
+            .filter(|(_, (name, _))| !self.outcomes.contains_key(name))
+            .map(|(i, _)| *i)
+            .collect();
+        for item in items {
+            if self.store.keep_spilled(item).is_err() {
+                self.stats.keep_failures += 1;
+            }
+        }
+    }
+
+    /// Blocks of an item just opened whose symbols an earlier run kept:
+    /// spilled blocks of this run (see [`Client::resume_spilled`]).
+    pub(super) fn find_kept(&mut self, item: ItemId) {
+        for (block, held) in self.store.spilled_counts(item) {
+            self.client.resume_spilled(item, block, held);
+            if self.client.is_evicted(item, block) {
+                self.stats.kept_blocks_found += 1;
+                self.stats.kept_symbols_found += held as u64;
             }
         }
     }

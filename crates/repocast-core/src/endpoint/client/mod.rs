@@ -168,6 +168,17 @@ pub struct ClientEndpointStats {
     pub restored_blocks: u64,
     /// Most bytes of partly received blocks in memory at a budget check.
     pub peak_held_bytes: u64,
+    /// Partly received blocks found with symbols an earlier run kept
+    /// ([`ClientEndpoint::suspend`]).
+    pub kept_blocks_found: u64,
+    /// Symbols those blocks held (as the store counted them).
+    pub kept_symbols_found: u64,
+    /// Symbols of the partly received blocks an older catalogue version
+    /// handed over ([`ClientEndpoint::adopt_partial`]).
+    pub adopted_symbols: u64,
+    /// Blocks or items whose symbols could not be kept at a stop (the
+    /// store failed; those symbols are received again).
+    pub keep_failures: u64,
     /// Datagrams of an authenticated session with a missing or wrong tag
     /// or signature (dropped before parsing further).
     pub forged: u64,
@@ -408,6 +419,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
         let taken = self.client.adopt_partial(item, p);
         for b in &taken {
             self.lru.insert((item, *b), self.tick);
+            self.stats.adopted_symbols += self.client.held_symbols(item, *b) as u64;
         }
         taken.len()
     }
@@ -661,10 +673,13 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     /// Ends the run: everything not yet verified fails with `reason`. What
-    /// the store holds of those items stays, for a rerun to resume from.
+    /// the store holds of those items stays, for a rerun to resume from,
+    /// with the symbols of their partly received blocks
+    /// ([`ClientEndpoint::suspend`]).
     fn end(&mut self, reason: String) {
         if self.ended.is_none() {
             self.ended = Some(reason);
+            self.suspend();
         }
     }
 
@@ -759,5 +774,6 @@ impl<S: BlockStore> ClientEndpoint<S> {
         for b in held {
             self.client.resume_block(m.item, b);
         }
+        self.find_kept(m.item);
     }
 }

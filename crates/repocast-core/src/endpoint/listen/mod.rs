@@ -356,6 +356,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
             Some(mut i) => {
                 if self.active_signed || !a.signed_symbols {
                     partials = i.take_partials();
+                    // Blocks spilled to the store go over through it.
+                    i.keep_spilled();
                 }
                 // The old version's items in progress: kept on disk for
                 // the new version (same name and content resume), released.
@@ -724,6 +726,15 @@ impl<S: BlockStore> ListenEndpoint<S> {
         while let Some(mut job) = self.poll_unpack() {
             job.run();
             self.unpacked(now, job);
+        }
+    }
+
+    /// The driver stops the run (a signal): what is partly received is
+    /// kept in the store for the next run on the same folder
+    /// ([`ClientEndpoint::suspend`]). Take decode jobs back first.
+    pub fn suspend(&mut self) {
+        if let Some(inner) = self.inner.as_mut() {
+            inner.suspend();
         }
     }
 
