@@ -10,9 +10,12 @@
 //! here: a block decoded from a wrong one fails its hash and starts over,
 //! as with a forged packet.
 
+use super::Partial;
 use repocast_core::fec::layout::Layout;
 use repocast_core::wire::{FecParams, ManifestEntry};
 use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::path::PathBuf;
 
 /// What a record starts with.
 const MAGIC: &[u8; 8] = b"rckept1\0";
@@ -139,6 +142,61 @@ pub fn decode(
         out.insert(b, Spilled { ids, side });
     }
     r.0.is_empty().then_some(out)
+}
+
+impl Partial {
+    /// Where a record of the spill is kept for a later run.
+    pub(super) fn record_path(&self) -> PathBuf {
+        self.tmp.with_extension("kept")
+    }
+
+    /// The spill is about to change: a record of it kept for a later run
+    /// would no longer be true.
+    pub(super) fn unkeep(&mut self) {
+        if std::mem::take(&mut self.kept) {
+            let _ = fs::remove_file(self.record_path());
+        }
+    }
+
+    /// Takes back what an earlier run kept of this item's spill (blocks
+    /// not verified since), and removes the record: from now on the spill
+    /// is this run's.
+    pub(super) fn take_kept(&mut self, m: &ManifestEntry) {
+        let (Some(layout), true) = (self.layout, self.file.is_some()) else {
+            return;
+        };
+        let path = self.record_path();
+        let bytes = match crate::state_file::read_bounded(&path, MAX_RECORD) {
+            Ok(Some(b)) => b,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!("{}: {e}; not read", path.display());
+                let _ = fs::remove_file(&path);
+                return;
+            }
+        };
+        let _ = fs::remove_file(&path);
+        let side_path = self.tmp.with_extension("spill");
+        let side = OpenOptions::new().read(true).write(true).open(&side_path);
+        let side_file = (side.as_ref().ok())
+            .and_then(|f| f.metadata().ok())
+            .map_or(0, |md| md.len());
+        let Some(mut blocks) = decode(&bytes, m, &layout, side_file) else {
+            tracing::warn!("{}: not a record of this file; not used", path.display());
+            return;
+        };
+        blocks.retain(|b, _| !self.verified.contains(b));
+        let t = layout.symbol_size() as usize;
+        self.found = (blocks.iter())
+            .map(|(b, s)| (*b, s.count(t)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        if let Ok(f) = side {
+            self.spill = Some((side_path, f));
+            self.spill_len = side_file;
+        }
+        self.spilled = blocks;
+    }
 }
 
 #[cfg(test)]

@@ -117,61 +117,6 @@ struct Partial {
     found: Vec<(u32, u32)>,
 }
 
-impl Partial {
-    /// Where a record of the spill is kept for a later run.
-    fn record_path(&self) -> PathBuf {
-        self.tmp.with_extension("kept")
-    }
-
-    /// The spill is about to change: a record of it kept for a later run
-    /// would no longer be true.
-    fn unkeep(&mut self) {
-        if std::mem::take(&mut self.kept) {
-            let _ = fs::remove_file(self.record_path());
-        }
-    }
-
-    /// Takes back what an earlier run kept of this item's spill (blocks
-    /// not verified since), and removes the record: from now on the spill
-    /// is this run's.
-    fn take_kept(&mut self, m: &ManifestEntry) {
-        let (Some(layout), true) = (self.layout, self.file.is_some()) else {
-            return;
-        };
-        let path = self.record_path();
-        let bytes = match crate::state_file::read_bounded(&path, kept::MAX_RECORD) {
-            Ok(Some(b)) => b,
-            Ok(None) => return,
-            Err(e) => {
-                tracing::warn!("{}: {e}; not read", path.display());
-                let _ = fs::remove_file(&path);
-                return;
-            }
-        };
-        let _ = fs::remove_file(&path);
-        let side_path = self.tmp.with_extension("spill");
-        let side = OpenOptions::new().read(true).write(true).open(&side_path);
-        let side_file = (side.as_ref().ok())
-            .and_then(|f| f.metadata().ok())
-            .map_or(0, |md| md.len());
-        let Some(mut blocks) = kept::decode(&bytes, m, &layout, side_file) else {
-            tracing::warn!("{}: not a record of this file; not used", path.display());
-            return;
-        };
-        blocks.retain(|b, _| !self.verified.contains(b));
-        let t = layout.symbol_size() as usize;
-        self.found = (blocks.iter())
-            .map(|(b, s)| (*b, s.count(t)))
-            .filter(|(_, n)| *n > 0)
-            .collect();
-        if let Ok(f) = side {
-            self.spill = Some((side_path, f));
-            self.spill_len = side_file;
-        }
-        self.spilled = blocks;
-    }
-}
-
 /// Starts writing `len` bytes at `offset` of `f` back to the disk without
 /// waiting for it (so the final fsync has little left to do). Advisory: a
 /// failure changes nothing but that.
