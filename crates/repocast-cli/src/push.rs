@@ -323,6 +323,9 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
     let mut display = Display::new("", !satellite && !a.json, !a.json);
     let signal = crate::serve::wait_for_signal();
     tokio::pin!(signal);
+    // The signal future is done once it fires: polled again it would
+    // panic, so the loop stops asking once the run was told to stop.
+    let mut signalled = false;
     loop {
         tokio::select! {
             ev = rx.recv() => match ev {
@@ -336,7 +339,8 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
                 Some(_) => {}
                 None => break,
             },
-            _ = &mut signal => {
+            _ = &mut signal, if !signalled => {
+                signalled = true;
                 let _ = stop_tx.send(true);
             }
         }
