@@ -52,9 +52,9 @@ for run in $(seq 1 "$RUNS"); do
     t1=$(date +%s.%N)
     kill -INT "$push" 2>/dev/null || true; wait "$push" 2>/dev/null || true
     cmp -s "$WORK/src/big.bin" "$WORK/out/big.bin" && same=identical || same=MISSING
-    python3 - "$bin" "$run" "$rc" "$same" "$t0" "$t1" "$WORK" <<'PY'
+    python3 - "$bin" "$run" "$rc" "$same" "$t0" "$t1" "$WORK" "$STOP_AT" <<'PY'
 import json, sys
-bin_, run, rc, same, t0, t1, work = sys.argv[1:]
+bin_, run, rc, same, t0, t1, work, stop_at = sys.argv[1:]
 def load(n):
     try:
         return json.load(open(f"{work}/listen{n}.json"))
@@ -65,10 +65,14 @@ if second is None:
     print(f"run {run} {bin_}: exit {rc}, file {same}, no summary")
     sys.exit()
 dg = second["datagrams"]
-before = "unknown (killed)" if first is None else first["datagrams"]
-total = dg + (first["datagrams"] if first else 0)
+if stop_at == "":
+    count = f"{dg} datagrams"
+elif first is None:
+    count = f"datagrams unknown (first run killed) + {dg}"
+else:
+    count = f"datagrams {first['datagrams']} + {dg} = {first['datagrams'] + dg}"
 print(f"run {run} {bin_}: exit {rc}, file {same}; {float(t1) - float(t0):.3f} s from the first start, "
-      f"datagrams {before} + {dg} = {total if first else 'unknown'}; second run: "
+      f"{count}; second run: "
       f"{second.get('kept_blocks', 'no count of')} blocks kept ({second.get('kept_symbols', '-')} symbols), "
       f"{second['resumed_blocks']} resumed")
 PY
