@@ -9,6 +9,17 @@ fn repocast() -> Command {
     Command::new(env!("CARGO_BIN_EXE_repocast"))
 }
 
+/// A child process killed when the test ends, however it ends (a pusher
+/// left behind by a failed assertion would go on sending to the group).
+struct Reaped(std::process::Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_listener_stopped_by_a_signal_ends_cleanly_and_a_rerun_finishes() {
     let dir = tempfile::tempdir().expect("tmp");
@@ -30,28 +41,32 @@ fn a_listener_stopped_by_a_signal_ends_cleanly_and_a_rerun_finishes() {
     assert!(made.status.success(), "{made:?}");
     let group = "239.255.47.171:4771";
     // 4 MiB at 10 Mbit/s: a pass takes about 3.5 s.
-    let mut push = repocast()
-        .arg("push")
-        .arg(&src)
-        .args([
-            "--rate",
-            "10M",
-            "--interface",
-            "lo",
-            "--no-metrics",
-            "--group",
-            group,
-            "--key",
-        ])
-        .arg(&key)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("push");
+    let _push = Reaped(
+        repocast()
+            .arg("push")
+            .arg(&src)
+            .args([
+                "--rate",
+                "10M",
+                "--interface",
+                "lo",
+                "--no-metrics",
+                "--group",
+                group,
+                "--key",
+            ])
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("push"),
+    );
+    // Pinned: other tests' pushers may be on the host.
+    let trust = dir.path().join("key.pub");
     let listen = || {
         let mut c = repocast();
+        c.arg("listen").arg("--trust").arg(&trust);
         c.args([
-            "listen",
             "--interface",
             "lo",
             "--group",
@@ -92,8 +107,6 @@ fn a_listener_stopped_by_a_signal_ends_cleanly_and_a_rerun_finishes() {
     assert!(summary.contains("\"verified\":0"), "{summary}");
 
     let second = listen().output().expect("listen");
-    let _ = push.kill();
-    let _ = push.wait();
     let summary = String::from_utf8_lossy(&second.stdout);
     assert!(second.status.success(), "{second:?}");
     assert!(summary.contains("\"verified\":1"), "{summary}");

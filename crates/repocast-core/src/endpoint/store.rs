@@ -174,8 +174,10 @@ pub trait BlockStore {
     /// catalogue version): keeps what [`BlockStore::spill`] holds of its
     /// partly received blocks for a later run, which finds it when it
     /// opens the same content laid out the same way
-    /// ([`BlockStore::spilled_counts`]). A store that keeps nothing past
-    /// its run does nothing.
+    /// ([`BlockStore::spilled_counts`]), also past [`BlockStore::close`].
+    /// (A store on disk keeps its spill past a kill anyway; a close
+    /// without this drops it.) A store that keeps nothing past its run
+    /// does nothing.
     fn keep_spilled(&mut self, _item: ItemId) -> Result<(), StoreError> {
         Ok(())
     }
@@ -209,9 +211,8 @@ pub struct MemoryStore {
     /// lends with them).
     finished: BTreeMap<String, ManifestEntry>,
     spilled: FastMap<(ItemId, u32), Symbols>,
-    /// Spilled symbols kept for a later run ([`BlockStore::keep_spilled`]),
-    /// by the content they belong to: "on disk", so they outlive
-    /// [`MemoryStore::crash`].
+    /// Spilled symbols kept for a later run ([`BlockStore::keep_spilled`],
+    /// [`MemoryStore::crash`]), by the content they belong to.
     kept: BTreeMap<Content, BTreeMap<u32, Symbols>>,
     /// Items opened with kept symbols: their blocks and counts.
     found: FastMap<ItemId, Vec<(u32, u32)>>,
@@ -352,10 +353,14 @@ impl MemoryStore {
     }
 
     /// Moves the partial items of `self` into a fresh store, as a restarted
-    /// client finds them in its journal, with the symbols kept for a later
-    /// run ([`BlockStore::keep_spilled`]; others spilled are lost, as they
-    /// would be).
-    pub fn crash(self) -> MemoryStore {
+    /// client finds them in its journal, with the symbols spilled of them
+    /// (a store on disk logs each spill as it writes it, so a kill keeps
+    /// them; what was in memory is lost).
+    pub fn crash(mut self) -> MemoryStore {
+        let items: Vec<ItemId> = self.open.keys().copied().collect();
+        for item in items {
+            let _ = self.keep_spilled(item);
+        }
         MemoryStore {
             open: self.open,
             done: self.done,

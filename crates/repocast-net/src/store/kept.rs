@@ -1,27 +1,47 @@
-//! The record of a partial file's spilled symbols kept for a later run
-//! (`BlockStore::keep_spilled`): which symbol ids sit in each partly
-//! received block's own place in the partial file, and which records of
-//! the side file belong to it. Written whole beside the partial file when
-//! a run stops short; read, checked and removed when the next run opens
-//! the same content. It sits in the output folder, which is not ours
-//! alone: everything in it is checked against the item's manifest and the
-//! side file's length, and a record that does not fit is read as none
-//! (its symbols are received again). A symbol's bytes are not checked
-//! here: a block decoded from a wrong one fails its hash and starts over,
-//! as with a forged packet.
+//! The log of a partial file's spilled symbols (the crowd pool's index),
+//! kept beside it so a later run goes on with them: which symbol ids sit
+//! in each partly received block's own place in the partial file, and
+//! which records of the side file belong to it. Every spill appends an
+//! entry after its bytes are written, and a block taken back into memory
+//! appends a drop, so the log is true whenever the process ends: a
+//! SIGKILL keeps every symbol the memory bound had moved to disk, and a
+//! stop ([`BlockStore::keep_spilled`] after the endpoint moved every
+//! partly received block there) keeps them all. A torn last entry (a
+//! power loss) is cut off; the log is rewritten as one entry a block when
+//! it grows to several times that. The next run opening the same content
+//! replays it and goes on appending. It sits in the output folder, which
+//! is not ours alone: the header must be this content and layout, and an
+//! entry must name a block of the item, go on where the block's ids end,
+//! fit in its place, and point within the side file, or the replay stops
+//! there. A symbol's bytes are not checked here: a block decoded from a
+//! wrong one fails its hash and starts over, as with a forged packet.
+//!
+//! [`BlockStore::keep_spilled`]: repocast_core::endpoint::store::BlockStore::keep_spilled
 
 use super::Partial;
 use repocast_core::fec::layout::Layout;
 use repocast_core::wire::{FecParams, ManifestEntry};
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
+use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-/// What a record starts with.
-const MAGIC: &[u8; 8] = b"rckept1\0";
-/// The largest record read: a block's ids, at most 4 bytes a symbol of
-/// the file, and its side records.
-pub const MAX_RECORD: u64 = 64 << 20;
+/// What a log starts with.
+const MAGIC: &[u8; 8] = b"rcspill1";
+/// Bytes of a header: magic, hash, size, code, symbol size, largest block.
+const HEADER: usize = 8 + 32 + 8 + 1 + 2 + 4;
+/// The largest log read.
+pub const MAX_LOG: u64 = 256 << 20;
+/// A log is rewritten (one entry a block) once it is past this and four
+/// times what the rewrite would be.
+const COMPACT_AFTER: u64 = 8 << 20;
+/// Entry tags.
+const SPILL: u8 = 1;
+const DROP: u8 = 2;
+/// Bytes of entries gathered before they are written: one write for many
+/// spills (a kill loses at most this much of the log's end, whose
+/// symbols are then received again).
+const LOG_BUFFER: usize = 64 << 10;
 
 /// A partly received block's symbols on disk: the first ones in its own
 /// place in the partial file (a "crowd" near where the block will be
@@ -43,38 +63,58 @@ impl Spilled {
     }
 }
 
-/// What a record is of: an item's hash, size and FEC parameters.
+/// What a log is of: an item's hash, size and FEC parameters.
 pub type Content = ([u8; 32], u64, FecParams);
 
-/// The record of `spilled` (blocks of an item of content `c`), with the
-/// side file's length.
-pub fn encode(c: &Content, side_len: u64, spilled: &BTreeMap<u32, Spilled>) -> Vec<u8> {
+/// A log's header.
+pub fn header(c: &Content) -> Vec<u8> {
     let (hash, size, fec) = c;
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(HEADER);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(hash);
     out.extend_from_slice(&size.to_le_bytes());
     out.push(fec.code.to_u8());
     out.extend_from_slice(&fec.symbol_size.to_le_bytes());
     out.extend_from_slice(&fec.max_block_symbols.to_le_bytes());
-    out.extend_from_slice(&side_len.to_le_bytes());
-    out.extend_from_slice(&(spilled.len() as u32).to_le_bytes());
-    for (b, s) in spilled {
-        out.extend_from_slice(&b.to_le_bytes());
-        out.extend_from_slice(&(s.ids.len() as u32).to_le_bytes());
-        for id in &s.ids {
-            out.extend_from_slice(&id.to_le_bytes());
-        }
-        out.extend_from_slice(&(s.side.len() as u32).to_le_bytes());
-        for (off, len) in &s.side {
-            out.extend_from_slice(&off.to_le_bytes());
-            out.extend_from_slice(&len.to_le_bytes());
-        }
+    out
+}
+
+/// The entry for symbols `ids` written in block `block`'s place from its
+/// `start`-th symbol on, and `side` records in the side file.
+pub fn spill_entry(block: u32, start: usize, ids: &[u32], side: &[(u64, u32)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17 + 4 * ids.len() + 12 * side.len());
+    out.push(SPILL);
+    out.extend_from_slice(&block.to_le_bytes());
+    out.extend_from_slice(&(start as u32).to_le_bytes());
+    out.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+    for id in ids {
+        out.extend_from_slice(&id.to_le_bytes());
+    }
+    out.extend_from_slice(&(side.len() as u32).to_le_bytes());
+    for (off, len) in side {
+        out.extend_from_slice(&off.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
     }
     out
 }
 
-/// Reads little-endian fields off the front of a record.
+/// The entry for block `block` taken back into memory.
+pub fn drop_entry(block: u32) -> Vec<u8> {
+    let mut out = vec![DROP];
+    out.extend_from_slice(&block.to_le_bytes());
+    out
+}
+
+/// A log holding `spilled` alone: its header and one entry a block.
+pub fn snapshot(c: &Content, spilled: &BTreeMap<u32, Spilled>) -> Vec<u8> {
+    let mut out = header(c);
+    for (b, s) in spilled {
+        out.extend(spill_entry(*b, 0, &s.ids, &s.side));
+    }
+    out
+}
+
+/// Reads little-endian fields off the front of a log.
 struct Fields<'a>(&'a [u8]);
 
 impl Fields<'_> {
@@ -89,84 +129,186 @@ impl Fields<'_> {
     fn u64(&mut self) -> Option<u64> {
         self.take().map(u64::from_le_bytes)
     }
-    /// A count of items of at least `each` bytes: never more than the
-    /// bytes left hold.
+    /// A count of items of `each` bytes: never more than the bytes left
+    /// hold.
     fn count(&mut self, each: usize) -> Option<usize> {
         let n = self.u32()? as usize;
         (n <= self.0.len() / each).then_some(n)
     }
 }
 
-/// The blocks of `bytes`, a record for `m`'s item laid out as `layout`
-/// whose side file holds `side_file` bytes: `None` unless it is a whole
-/// record of this content (hash, size and FEC parameters), every block is
-/// of the item and named once, its ids fit in its own place, and its side
-/// records lie within what the record says the side file held and the
-/// side file holds.
-pub fn decode(
+/// The spill `bytes` (a log for `m`'s item laid out as `layout`, whose
+/// side file holds `side_file` bytes) describes, and how many of its bytes
+/// are whole, sound entries: `None` unless its header is this content's.
+/// The replay stops at the first entry that is cut short or does not fit
+/// (a block of the item, going on where its ids end, within its place,
+/// side records within the side file).
+pub fn replay(
     bytes: &[u8],
     m: &ManifestEntry,
     layout: &Layout,
     side_file: u64,
-) -> Option<BTreeMap<u32, Spilled>> {
-    let mut r = Fields(bytes);
-    let ok = r.take::<8>()? == *MAGIC
-        && r.take::<32>()? == m.hash
-        && r.u64()? == m.size
-        && r.take::<1>()?[0] == m.fec.code.to_u8()
-        && u16::from_le_bytes(r.take()?) == m.fec.symbol_size
-        && r.u32()? == m.fec.max_block_symbols;
-    let side_len = r.u64()?;
-    if !ok || side_len > side_file {
+) -> Option<(BTreeMap<u32, Spilled>, usize)> {
+    let head = bytes.get(..HEADER)?;
+    if head != header(&(m.hash, m.size, m.fec)) {
         return None;
     }
     let t = u64::from(layout.symbol_size()).max(1);
-    let mut out = BTreeMap::new();
-    for _ in 0..r.count(12)? {
-        let b = r.u32()?;
-        if b >= layout.blocks() || out.contains_key(&b) {
-            return None;
-        }
-        let n = r.count(4)?;
-        if n as u64 > layout.block_len(b) / t {
-            return None;
-        }
-        let ids = (0..n).map(|_| r.u32()).collect::<Option<Vec<u32>>>()?;
-        let side = (0..r.count(12)?)
-            .map(|_| {
-                let (off, len) = (r.u64()?, r.u32()?);
+    let mut out: BTreeMap<u32, Spilled> = BTreeMap::new();
+    let mut r = Fields(&bytes[HEADER..]);
+    let mut sound = HEADER;
+    loop {
+        let entry = || -> Option<(u32, Option<Spilled>, usize)> {
+            let mut e = Fields(r.0);
+            let tag = e.take::<1>()?[0];
+            let b = e.u32()?;
+            if b >= layout.blocks() {
+                return None;
+            }
+            if tag == DROP {
+                return Some((b, None, r.0.len() - e.0.len()));
+            }
+            if tag != SPILL {
+                return None;
+            }
+            let start = e.u32()? as usize;
+            let had = out.get(&b).map_or(0, |s| s.ids.len());
+            let n = e.count(4)?;
+            if start != had || (had + n) as u64 > layout.block_len(b) / t {
+                return None;
+            }
+            let mut s = out.get(&b).cloned().unwrap_or_default();
+            for _ in 0..n {
+                s.ids.push(e.u32()?);
+            }
+            for _ in 0..e.count(12)? {
+                let (off, len) = (e.u64()?, e.u32()?);
                 let end = off.checked_add(u64::from(len))?;
-                (end <= side_len).then_some((off, len))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        out.insert(b, Spilled { ids, side });
+                if end > side_file {
+                    return None;
+                }
+                s.side.push((off, len));
+            }
+            Some((b, Some(s), r.0.len() - e.0.len()))
+        };
+        let Some((b, s, used)) = entry() else {
+            break;
+        };
+        match s {
+            Some(s) => out.insert(b, s),
+            None => out.remove(&b),
+        };
+        r.0 = &r.0[used..];
+        sound += used;
     }
-    r.0.is_empty().then_some(out)
+    Some((out, sound))
 }
 
 impl Partial {
-    /// Where a record of the spill is kept for a later run.
-    pub(super) fn record_path(&self) -> PathBuf {
+    /// Where the log of the spill is kept.
+    pub(super) fn log_path(&self) -> PathBuf {
         self.tmp.with_extension("kept")
     }
 
-    /// The spill is about to change: a record of it kept for a later run
-    /// would no longer be true.
-    pub(super) fn unkeep(&mut self) {
-        if std::mem::take(&mut self.kept) {
-            let _ = fs::remove_file(self.record_path());
+    /// The spill's content for its log.
+    fn content(&self) -> Content {
+        (self.hash, self.size, self.fec)
+    }
+
+    /// Appends `entry` to the log (made, with its header, on the first).
+    /// A log that cannot be written is removed and no longer kept this
+    /// run: a log missing an entry would be false.
+    pub(super) fn log(&mut self, entry: &[u8]) {
+        if self.log_off || self.file.is_none() {
+            return;
+        }
+        let path = self.log_path();
+        let written = match self.spill_log.as_mut() {
+            Some((f, len)) => f.write_all(entry).map(|()| *len += entry.len() as u64),
+            None => OpenOptions::new()
+                .create(true)
+                .truncate(true)
+                .write(true)
+                .open(&path)
+                .and_then(|f| {
+                    let mut w = BufWriter::with_capacity(LOG_BUFFER, f);
+                    let mut first = header(&self.content());
+                    first.extend_from_slice(entry);
+                    w.write_all(&first)?;
+                    self.spill_log = Some((w, first.len() as u64));
+                    Ok(())
+                }),
+        };
+        if let Err(e) = written {
+            tracing::warn!("{}: {e}; partly received blocks not kept", path.display());
+            self.drop_log();
+            self.log_off = true;
+            return;
+        }
+        self.compact();
+    }
+
+    /// Writes out the entries gathered (a stop keeps the spill).
+    pub(super) fn flush_log(&mut self) {
+        let Some((w, _)) = self.spill_log.as_mut() else {
+            return;
+        };
+        if let Err(e) = w.flush() {
+            tracing::warn!(
+                "{}: {e}; partly received blocks not kept",
+                self.log_path().display()
+            );
+            self.drop_log();
+            self.log_off = true;
         }
     }
 
-    /// Takes back what an earlier run kept of this item's spill (blocks
-    /// not verified since), and removes the record: from now on the spill
-    /// is this run's.
+    /// Removes the log (nothing spilled any more, or the item ends).
+    pub(super) fn drop_log(&mut self) {
+        self.spill_log = None;
+        if self.file.is_some() {
+            let _ = fs::remove_file(self.log_path());
+        }
+    }
+
+    /// Rewrites a log grown to several times its spill's size as one
+    /// entry a block (whole, or not at all).
+    fn compact(&mut self) {
+        let Some((_, len)) = self.spill_log.as_ref() else {
+            return;
+        };
+        let size: u64 = (self.spilled.values())
+            .map(|s| 17 + 4 * s.ids.len() as u64 + 12 * s.side.len() as u64)
+            .sum();
+        if *len < COMPACT_AFTER || *len < 4 * (HEADER as u64 + size) {
+            return;
+        }
+        let path = self.log_path();
+        let bytes = snapshot(&self.content(), &self.spilled);
+        let reopened = crate::state_file::write_whole(&path, &bytes)
+            .and_then(|()| OpenOptions::new().append(true).open(&path));
+        match reopened {
+            Ok(f) => {
+                let w = BufWriter::with_capacity(LOG_BUFFER, f);
+                self.spill_log = Some((w, bytes.len() as u64));
+            }
+            Err(e) => {
+                tracing::warn!("{}: {e}; partly received blocks not kept", path.display());
+                self.drop_log();
+                self.log_off = true;
+            }
+        }
+    }
+
+    /// Takes back what an earlier run left in this item's spill (blocks
+    /// not verified since) and goes on with its log; a log of other
+    /// content, or unreadable, is removed.
     pub(super) fn take_kept(&mut self, m: &ManifestEntry) {
         let (Some(layout), true) = (self.layout, self.file.is_some()) else {
             return;
         };
-        let path = self.record_path();
-        let bytes = match crate::state_file::read_bounded(&path, MAX_RECORD) {
+        let path = self.log_path();
+        let bytes = match crate::state_file::read_bounded(&path, MAX_LOG) {
             Ok(Some(b)) => b,
             Ok(None) => return,
             Err(e) => {
@@ -175,17 +317,36 @@ impl Partial {
                 return;
             }
         };
-        let _ = fs::remove_file(&path);
         let side_path = self.tmp.with_extension("spill");
         let side = OpenOptions::new().read(true).write(true).open(&side_path);
         let side_file = (side.as_ref().ok())
             .and_then(|f| f.metadata().ok())
             .map_or(0, |md| md.len());
-        let Some(mut blocks) = decode(&bytes, m, &layout, side_file) else {
-            tracing::warn!("{}: not a record of this file; not used", path.display());
+        let Some((mut blocks, sound)) = replay(&bytes, m, &layout, side_file) else {
+            tracing::warn!("{}: not a log of this file; not used", path.display());
+            let _ = fs::remove_file(&path);
             return;
         };
-        blocks.retain(|b, _| !self.verified.contains(b));
+        // Appends go on after the last sound entry.
+        let log = OpenOptions::new().write(true).open(&path).and_then(|f| {
+            f.set_len(sound as u64)?;
+            let mut f = f;
+            std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))?;
+            Ok(f)
+        });
+        let Ok(log) = log else {
+            let _ = fs::remove_file(&path);
+            return;
+        };
+        self.spill_log = Some((BufWriter::with_capacity(LOG_BUFFER, log), sound as u64));
+        let verified: Vec<u32> = (blocks.keys())
+            .filter(|b| self.verified.contains(b))
+            .copied()
+            .collect();
+        for b in verified {
+            blocks.remove(&b);
+            self.log(&drop_entry(b));
+        }
         let t = layout.symbol_size() as usize;
         self.found = (blocks.iter())
             .map(|(b, s)| (*b, s.count(t)))
@@ -224,11 +385,29 @@ mod tests {
         (m, layout)
     }
 
-    fn rec(m: &ManifestEntry, side_len: u64, s: &BTreeMap<u32, Spilled>) -> Vec<u8> {
-        encode(&(m.hash, m.size, m.fec), side_len, s)
+    fn content(m: &ManifestEntry) -> Content {
+        (m.hash, m.size, m.fec)
     }
 
-    fn spilled() -> BTreeMap<u32, Spilled> {
+    /// A log of spills and a drop, with where each entry ends.
+    fn log(m: &ManifestEntry) -> (Vec<u8>, Vec<usize>) {
+        let mut bytes = header(&content(m));
+        let mut ends = vec![bytes.len()];
+        for e in [
+            spill_entry(0, 0, &[0, 3], &[]),
+            spill_entry(2, 0, &[1, 2], &[(0, 48)]),
+            spill_entry(0, 2, &[11], &[]),
+            spill_entry(1, 0, &[4], &[]),
+            drop_entry(1),
+            spill_entry(2, 2, &[3, 4, 5], &[(48, 24)]),
+        ] {
+            bytes.extend(e);
+            ends.push(bytes.len());
+        }
+        (bytes, ends)
+    }
+
+    fn state() -> BTreeMap<u32, Spilled> {
         let mut s = BTreeMap::new();
         s.insert(
             0,
@@ -248,29 +427,34 @@ mod tests {
     }
 
     #[test]
-    fn a_record_reads_back_as_written() {
+    fn a_log_replays_to_the_spill_it_recorded() {
         let (m, layout) = entry();
         assert_eq!(layout.blocks(), 3);
-        let bytes = rec(&m, 72, &spilled());
-        assert_eq!(decode(&bytes, &m, &layout, 72), Some(spilled()));
-        assert_eq!(decode(&bytes, &m, &layout, 100), Some(spilled()));
-        assert_eq!(spilled()[&2].count(16), 5 + 3);
+        let (bytes, ends) = log(&m);
+        assert_eq!(
+            replay(&bytes, &m, &layout, 72),
+            Some((state(), bytes.len()))
+        );
+        assert_eq!(state()[&2].count(16), 5 + 3);
+        // A snapshot of the state replays to it too.
+        let snap = snapshot(&content(&m), &state());
+        assert_eq!(replay(&snap, &m, &layout, 72), Some((state(), snap.len())));
+        // Cut anywhere (a power loss): the whole entries before the cut.
+        for cut in HEADER..bytes.len() {
+            let whole = *ends.iter().filter(|&&e| e <= cut).max().expect("header");
+            let (_, sound) = replay(&bytes[..cut], &m, &layout, 72).expect("header");
+            assert_eq!(sound, whole, "cut at {cut}");
+        }
+        for cut in 0..HEADER {
+            assert_eq!(replay(&bytes[..cut], &m, &layout, 72), None);
+        }
     }
 
     #[test]
-    fn a_record_that_does_not_fit_is_none() {
+    fn a_log_stops_at_what_does_not_fit() {
         let (m, layout) = entry();
-        let bytes = rec(&m, 72, &spilled());
-        // Cut anywhere, or a byte too long.
-        for cut in 0..bytes.len() {
-            assert_eq!(decode(&bytes[..cut], &m, &layout, 72), None, "cut at {cut}");
-        }
-        let mut long = bytes.clone();
-        long.push(0);
-        assert_eq!(decode(&long, &m, &layout, 72), None);
-        // A side file shorter than the record says.
-        assert_eq!(decode(&bytes, &m, &layout, 71), None);
-        // Other content or layout.
+        let (bytes, ends) = log(&m);
+        // Another content or layout: none.
         for change in 0..4 {
             let mut other = m.clone();
             match change {
@@ -279,49 +463,44 @@ mod tests {
                 2 => other.fec.symbol_size = 32,
                 _ => other.fec.code = CodeKind::ReedSolomon,
             }
-            assert_eq!(decode(&bytes, &other, &layout, 72), None, "change {change}");
+            assert_eq!(replay(&bytes, &other, &layout, 72), None, "change {change}");
         }
-        // A block past the item, named twice, with more ids than its
-        // place holds, or a side record past the side file.
-        let mut bad = spilled();
-        bad.insert(3, Spilled::default());
-        assert_eq!(decode(&rec(&m, 72, &bad), &m, &layout, 72), None);
-        let room = (layout.block_len(2) / 16) as u32;
-        let mut full = spilled();
-        full.entry(2).or_default().ids = (0..room).collect();
-        assert_eq!(
-            decode(&rec(&m, 72, &full), &m, &layout, 72),
-            Some(full.clone())
-        );
-        full.entry(2).or_default().ids.push(room);
-        assert_eq!(decode(&rec(&m, 72, &full), &m, &layout, 72), None);
-        let mut bad = spilled();
-        bad.entry(0).or_default().side.push((u64::MAX, 2));
-        assert_eq!(decode(&rec(&m, 72, &bad), &m, &layout, 72), None);
-        let mut twice = rec(&m, 72, &spilled());
-        let at = 8 + 32 + 8 + 1 + 2 + 4 + 8;
-        twice[at..at + 4].copy_from_slice(&3u32.to_le_bytes());
-        twice.extend_from_slice(&2u32.to_le_bytes());
-        twice.extend_from_slice(&0u32.to_le_bytes());
-        twice.extend_from_slice(&0u32.to_le_bytes());
-        assert_eq!(decode(&twice, &m, &layout, 72), None);
+        // A side file shorter than the last entry's record: the entries
+        // before it.
+        assert_eq!(replay(&bytes, &m, &layout, 71).map(|r| r.1), Some(ends[5]));
+        let stops = |entry: Vec<u8>| {
+            let mut b = header(&content(&m));
+            b.extend(spill_entry(0, 0, &[9], &[]));
+            let sound = b.len();
+            b.extend(entry);
+            b.extend(spill_entry(0, 1, &[10], &[]));
+            let (s, n) = replay(&b, &m, &layout, 72).expect("header");
+            assert_eq!(n, sound);
+            assert_eq!(s[&0].ids, vec![9]);
+        };
+        let room = (layout.block_len(2) / 16) as usize;
+        stops(spill_entry(3, 0, &[1], &[])); // no such block
+        stops(drop_entry(7));
+        stops(spill_entry(0, 0, &[1], &[])); // not where block 0's ids end
+        stops(spill_entry(0, 5, &[1], &[]));
+        stops(spill_entry(2, 0, &vec![1; room + 1], &[])); // past its place
+        stops(spill_entry(2, 0, &[], &[(u64::MAX, 2)]));
+        stops(vec![9, 0, 0, 0, 0]); // no such entry
+        let mut huge = spill_entry(2, 0, &[], &[]);
+        huge[9..13].copy_from_slice(&u32::MAX.to_le_bytes());
+        stops(huge);
     }
 
     #[test]
-    fn a_huge_count_is_refused_without_allocating() {
+    fn random_bytes_after_a_header_do_not_panic() {
         let (m, layout) = entry();
-        let mut bytes = rec(&m, 0, &BTreeMap::new());
-        let at = bytes.len() - 4;
-        bytes[at..].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert_eq!(decode(&bytes, &m, &layout, 0), None);
-        // Random bytes after a sound header: no panic.
         let mut rng = repocast_core::rng::Rng::new(9);
-        for _ in 0..2000 {
-            let mut b = rec(&m, 72, &BTreeMap::new());
-            b.truncate(b.len() - 4);
-            let n = (rng.next_u64() % 64) as usize;
-            b.extend((0..n).map(|_| rng.next_u64() as u8));
-            let _ = decode(&b, &m, &layout, 72);
+        for _ in 0..5000 {
+            let mut b = header(&content(&m));
+            let n = (rng.next_u64() % 96) as usize;
+            b.extend((0..n).map(|_| (rng.next_u64() % 4) as u8));
+            let (_, sound) = replay(&b, &m, &layout, 72).expect("header");
+            assert!(sound <= b.len());
         }
     }
 }

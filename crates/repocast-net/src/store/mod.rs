@@ -13,9 +13,10 @@
 //! folder of a request, not once per file. Symbols of partly received
 //! blocks the endpoint moves out of memory go in their block's own place
 //! in that temporary file (the crowd pool), a side file taking only what
-//! does not fit; a run that stops short keeps them for the next run
-//! (`store/kept.rs`), so a listener stopped in the middle of a large file goes on
-//! with what it received, not only with the blocks it verified.
+//! does not fit; a log of them beside the partial file (`store/kept.rs`)
+//! lets the next run go on with them, so a listener stopped in the middle
+//! of a large file goes on with what it received, not only with the
+//! blocks it verified.
 //!
 //! What the server sends is untrusted: names are checked so no path leaves
 //! the output folder (nor passes through a symlink in it); an existing file
@@ -108,10 +109,13 @@ struct Partial {
     /// length.
     spill: Option<(PathBuf, File)>,
     spill_len: u64,
-    /// A record of `spilled` is on disk for a later run
-    /// ([`BlockStore::keep_spilled`]); it goes as soon as the spill
-    /// changes (a block written since is named by the journal, which
-    /// wins).
+    /// The log of `spilled` beside the partial file (`kept`), and its
+    /// length.
+    spill_log: Option<(std::io::BufWriter<File>, u64)>,
+    /// The log could not be written: none is kept this run.
+    log_off: bool,
+    /// The run stops short ([`BlockStore::keep_spilled`]): the spill and
+    /// its log outlive the item's close, for a later run.
     kept: bool,
     /// Blocks found with an earlier run's kept symbols, and how many.
     found: Vec<(u32, u32)>,
@@ -423,6 +427,8 @@ impl BlockStore for Store {
             spilled: BTreeMap::new(),
             spill: None,
             spill_len: 0,
+            spill_log: None,
+            log_off: false,
             kept: false,
             found: Vec::new(),
         };
@@ -507,8 +513,9 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("block"))?;
-        // A kept record stays true: the block is in the journal, which a
-        // later run reads first, and no other block's symbols move.
+        // The spill's log stays true: the block is not spilled (a spilled
+        // one comes back before it can decode), and the journal, read
+        // first, names it.
         let Some(f) = p.file.as_ref() else {
             return Ok(());
         };
@@ -546,8 +553,8 @@ impl BlockStore for Store {
             .items
             .get_mut(&item)
             .ok_or(StoreError::NotOpen("spill"))?;
-        p.unkeep();
         let rec = p.spilled.entry(block).or_default();
+        let start = rec.ids.len();
         let (Some(f), Some(l)) = (p.file.as_ref(), p.layout) else {
             return Ok(());
         };
@@ -568,7 +575,9 @@ impl BlockStore for Store {
         }
         f.write_all_at(&here, at)
             .map_err(|e| StoreError::io(&p.tmp, e))?;
+        let ids = rec.ids[start..].to_vec();
         if side.is_empty() {
+            p.log(&kept::spill_entry(block, start, &ids, &[]));
             return Ok(());
         }
         if p.spill.is_none() {
@@ -588,20 +597,25 @@ impl BlockStore for Store {
         };
         f.write_all_at(&side, p.spill_len)
             .map_err(|e| StoreError::io(&*path, e))?;
-        rec.side.push((p.spill_len, side.len() as u32));
+        let record = (p.spill_len, side.len() as u32);
+        p.spilled.entry(block).or_default().side.push(record);
         p.spill_len += side.len() as u64;
+        p.log(&kept::spill_entry(block, start, &ids, &[record]));
         Ok(())
     }
 
     fn close(&mut self, item: ItemId) {
         // Item ids are a version's: the next may give this one to a file.
         self.packs.remove(&item);
-        if let Some(p) = self.items.remove(&item) {
+        if let Some(mut p) = self.items.remove(&item) {
             // The journal already names every written block; the lock and
-            // handles go, the spill (symbols in memory's stead) too unless
-            // it is kept for a later run.
-            if let Some((path, _)) = p.spill.as_ref().filter(|_| !p.kept) {
-                let _ = fs::remove_file(path);
+            // handles go, the spill (symbols in memory's stead) and its log
+            // too unless they are kept for a later run.
+            if !p.kept {
+                p.drop_log();
+                if let Some((path, _)) = p.spill.as_ref() {
+                    let _ = fs::remove_file(path);
+                }
             }
         }
         self.sync_folders(false);
@@ -609,9 +623,9 @@ impl BlockStore for Store {
 
     fn discard(&mut self, item: ItemId) {
         self.packs.remove(&item);
-        if let Some(p) = self.items.remove(&item) {
+        if let Some(mut p) = self.items.remove(&item) {
+            p.drop_log();
             if p.file.is_some() {
-                let _ = fs::remove_file(p.record_path());
                 let _ = fs::remove_file(&p.tmp);
                 let _ = fs::remove_file(&p.journal_path);
             }
@@ -637,7 +651,6 @@ impl BlockStore for Store {
         let Some(rec) = p.spilled.remove(&block) else {
             return Ok(Vec::new());
         };
-        p.unkeep();
         let mut out = Vec::with_capacity(rec.ids.len());
         if let (Some(f), Some(l), false) = (p.file.as_ref(), p.layout, rec.ids.is_empty()) {
             let t = l.symbol_size() as usize;
@@ -669,27 +682,31 @@ impl BlockStore for Store {
                 }
             }
         }
-        if p.spilled.values().all(|r| r.side.is_empty()) {
-            // Nothing in the side file is needed any more: start it over.
+        if p.spilled.is_empty() {
+            // Nothing on disk is needed any more: the side file starts
+            // over and the log goes (its entries name side records, so
+            // the side file is not reused while it lives).
+            p.drop_log();
             p.spill_len = 0;
+        } else {
+            p.log(&kept::drop_entry(block));
         }
         Ok(out)
     }
 
-    /// Writes a record of the item's spill beside its partial file (whole,
-    /// or not at all), and keeps the side file when the item closes.
+    /// The spill's log is true after every spill already: this keeps it
+    /// (and the side file) past the item's close, and says whether it
+    /// could be written.
     fn keep_spilled(&mut self, item: ItemId) -> Result<(), StoreError> {
         let Some(p) = self.items.get_mut(&item).filter(|p| p.file.is_some()) else {
             return Ok(());
         };
-        p.unkeep();
-        if p.spilled.is_empty() {
-            return Ok(());
-        }
-        let rec = kept::encode(&(p.hash, p.size, p.fec), p.spill_len, &p.spilled);
-        let path = p.record_path();
-        crate::state_file::write_whole(&path, rec).map_err(|e| StoreError::io(&path, e))?;
         p.kept = true;
+        p.flush_log();
+        if p.log_off && !p.spilled.is_empty() {
+            let why = std::io::Error::other("the log of partly received blocks failed");
+            return Err(StoreError::io(p.log_path(), why));
+        }
         Ok(())
     }
 
@@ -732,7 +749,7 @@ impl BlockStore for Store {
     /// file into place. Returns whether it verified (a mismatch discards the
     /// temporary file and journal).
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
-        let p = self
+        let mut p = self
             .items
             .remove(&item)
             .ok_or(StoreError::NotOpen("finish"))?;
@@ -740,9 +757,7 @@ impl BlockStore for Store {
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
         }
-        if p.kept {
-            let _ = fs::remove_file(p.record_path());
-        }
+        p.drop_log();
         let Some(file) = p.file else {
             self.keep_lent(lent);
             self.sync_folders(false);

@@ -229,8 +229,9 @@ fn spilled_symbols_go_in_their_blocks_place_and_overflow_aside() {
     assert_eq!(st.unspill(ItemId(0), 0).expect("back"), vec![sym(7)]);
 }
 
-/// The record kept beside `root`'s partial file, if there is one.
-fn kept_record(root: &Path) -> Option<PathBuf> {
+/// The log of spilled symbols beside `root`'s partial file, if there is
+/// one.
+fn spill_log(root: &Path) -> Option<PathBuf> {
     fs::read_dir(root.join(STATE_DIR).join("partial"))
         .expect("partial dir")
         .flatten()
@@ -238,12 +239,13 @@ fn kept_record(root: &Path) -> Option<PathBuf> {
         .find(|p| p.extension().is_some_and(|x| x == "kept"))
 }
 
-/// A run that stops short keeps its spill: the next run opening the same
-/// content (under another item id) finds the symbols of every block not
-/// verified since, with their counts, and reads them back as they were;
-/// the record is then the new run's to keep or not.
+/// A run that ends short, even killed, leaves its spill: the next run
+/// opening the same content (under another item id) finds the symbols of
+/// every block not verified since, with their counts, reads them back as
+/// they were, and goes on with the log; once nothing is spilled the log
+/// goes.
 #[test]
-fn kept_symbols_come_back_in_the_next_run() {
+fn spilled_symbols_come_back_in_the_next_run() {
     let dir = tempfile::tempdir().expect("tmp");
     let (data, m, layout) = fixture::two_blocks(ItemId(3));
     let sym = |i: u32| (i, vec![i as u8; 16]);
@@ -252,14 +254,17 @@ fn kept_symbols_come_back_in_the_next_run() {
     // Block 1 (36 bytes) has room for two whole symbols: the third goes
     // to the side file.
     st.spill(ItemId(3), 0, &[sym(1), sym(6)]).expect("spill");
-    st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
-        .expect("spill");
-    st.keep_spilled(ItemId(3)).expect("kept");
-    assert!(kept_record(dir.path()).is_some());
-    // Block 0 verifies after the record was written: the journal wins.
+    st.spill(ItemId(3), 1, &[sym(3), sym(4)]).expect("spill");
+    st.spill(ItemId(3), 1, &[sym(5)]).expect("spill");
+    assert!(spill_log(dir.path()).is_some());
+    // Block 0 comes back and verifies: the journal names it.
+    assert_eq!(
+        st.unspill(ItemId(3), 0).expect("back"),
+        vec![sym(1), sym(6)]
+    );
     let block0 = fixture::block(&data, &layout, 0).to_vec();
     st.write_block(ItemId(3), 0, 0, &block0).expect("written");
-    drop(st);
+    drop(st); // killed
 
     let mut st = Store::new(dir.path()).expect("store");
     let again = ManifestEntry {
@@ -268,24 +273,29 @@ fn kept_symbols_come_back_in_the_next_run() {
     };
     assert!(matches!(st.open(&again), Ok(Resume::Blocks(b)) if b == vec![0]));
     assert_eq!(st.spilled_counts(ItemId(8)), vec![(1, 3)]);
-    assert!(kept_record(dir.path()).is_none(), "taken by this run");
     assert!(st.is_spilled(ItemId(8), 1) && !st.is_spilled(ItemId(8), 0));
+    // This run goes on with the log.
+    st.spill(ItemId(8), 1, &[sym(7)]).expect("spill");
+    drop(st);
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&again).is_ok());
+    assert_eq!(st.spilled_counts(ItemId(8)), vec![(1, 4)]);
     assert_eq!(
         st.unspill(ItemId(8), 1).expect("back"),
-        vec![sym(3), sym(4), sym(5)]
+        vec![sym(3), sym(4), sym(5), sym(7)]
     );
-    // Nothing kept this time: a third run finds nothing.
+    assert!(spill_log(dir.path()).is_none(), "nothing spilled");
     drop(st);
     let mut st = Store::new(dir.path()).expect("store");
     assert!(st.open(&again).is_ok());
     assert!(st.spilled_counts(ItemId(8)).is_empty());
 }
 
-/// A record goes as soon as the spill changes, survives an item's close
-/// (a new catalogue version), and one that is not a record of this
-/// content is not used (and no panic).
+/// An item closed (a new catalogue version) keeps its spill only when
+/// the run keeps it; a log of other content is not used (and goes), and
+/// a torn last entry is cut off.
 #[test]
-fn a_kept_record_is_used_only_while_it_is_true() {
+fn a_spill_log_is_used_only_while_it_is_true() {
     let dir = tempfile::tempdir().expect("tmp");
     let (_, m, _) = fixture::two_blocks(ItemId(3));
     let sym = |i: u32| (i, vec![i as u8; 16]);
@@ -293,27 +303,34 @@ fn a_kept_record_is_used_only_while_it_is_true() {
     assert!(st.open(&m).is_ok());
     st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
         .expect("spill");
+    st.close(ItemId(3));
+    assert!(spill_log(dir.path()).is_none(), "closed, not kept");
+    assert!(st.open(&m).is_ok());
+    assert!(st.spilled_counts(ItemId(3)).is_empty());
+    st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
+        .expect("spill");
     st.keep_spilled(ItemId(3)).expect("kept");
-    // Closed (a new version) and opened again in the same store.
     st.close(ItemId(3));
     assert!(st.open(&m).is_ok());
     assert_eq!(st.spilled_counts(ItemId(3)), vec![(1, 3)]);
-    // Kept, then spilled to again: the record is no longer true.
-    st.keep_spilled(ItemId(3)).expect("kept");
-    assert!(kept_record(dir.path()).is_some());
     st.spill(ItemId(3), 0, &[sym(2)]).expect("spill");
-    assert!(kept_record(dir.path()).is_none());
+    drop(st);
+    // The last entry torn (block 0's): the rest is used.
+    let path = spill_log(dir.path()).expect("a log");
+    let bytes = fs::read(&path).expect("log");
+    fs::write(&path, &bytes[..bytes.len() - 3]).expect("write");
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&m).is_ok());
+    assert_eq!(st.spilled_counts(ItemId(3)), vec![(1, 3)]);
+    st.spill(ItemId(3), 0, &[sym(2)]).expect("spill");
     drop(st);
     let mut st = Store::new(dir.path()).expect("store");
     assert!(st.open(&m).is_ok());
-    assert!(st.spilled_counts(ItemId(3)).is_empty());
-    // A damaged or foreign record: not used, and removed.
-    st.spill(ItemId(3), 1, &[sym(3)]).expect("spill");
-    st.keep_spilled(ItemId(3)).expect("kept");
+    assert_eq!(st.spilled_counts(ItemId(3)), vec![(0, 1), (1, 3)]);
     drop(st);
-    let path = kept_record(dir.path()).expect("a record");
-    let mut bytes = fs::read(&path).expect("record");
-    for bad in [b"not a record".to_vec(), {
+    // A damaged or foreign log: not used, and removed.
+    let mut bytes = fs::read(&path).expect("log");
+    for bad in [b"not a log".to_vec(), {
         bytes[20] ^= 1; // another hash
         bytes
     }] {
@@ -321,7 +338,7 @@ fn a_kept_record_is_used_only_while_it_is_true() {
         let mut st = Store::new(dir.path()).expect("store");
         assert!(st.open(&m).is_ok());
         assert!(st.spilled_counts(ItemId(3)).is_empty());
-        assert!(kept_record(dir.path()).is_none());
+        assert!(spill_log(dir.path()).is_none());
         drop(st);
     }
 }
