@@ -170,11 +170,12 @@ pub trait BlockStore {
     fn is_spilled(&self, item: ItemId, block: u32) -> bool;
     /// Takes a spilled block's symbols back.
     fn unspill(&mut self, item: ItemId, block: u32) -> Result<Symbols, StoreError>;
-    /// The run stops short of `item` (a stop, the idle timeout, a new
-    /// catalogue version): keeps what [`BlockStore::spill`] holds of its
-    /// partly received blocks for a later run, which finds it when it
-    /// opens the same content laid out the same way
-    /// ([`BlockStore::spilled_counts`]), also past [`BlockStore::close`].
+    /// The run stops short of `item` and will not go on with it (a stop,
+    /// the idle timeout, a new catalogue version closing it): keeps what
+    /// [`BlockStore::spill`] holds of its partly received blocks for a
+    /// later run, which finds it when it opens the same content laid out
+    /// the same way ([`BlockStore::spilled_counts`]), also past
+    /// [`BlockStore::close`].
     /// (A store on disk keeps its spill past a kill anyway; a close
     /// without this drops it.) A store that keeps nothing past its run
     /// does nothing.
