@@ -33,8 +33,8 @@ const HEADER: usize = 8 + 32 + 8 + 1 + 2 + 4;
 /// The largest log read.
 pub const MAX_LOG: u64 = 256 << 20;
 /// A log is rewritten (one entry a block) once it is past this and four
-/// times what the rewrite would be.
-const COMPACT_AFTER: u64 = 8 << 20;
+/// times what the rewrite would be (small in tests, to exercise it).
+const COMPACT_AFTER: u64 = if cfg!(test) { 4 << 10 } else { 8 << 20 };
 /// Entry tags.
 const SPILL: u8 = 1;
 const DROP: u8 = 2;
@@ -343,9 +343,8 @@ impl Partial {
             .filter(|b| self.verified.contains(b))
             .copied()
             .collect();
-        for b in verified {
-            blocks.remove(&b);
-            self.log(&drop_entry(b));
+        for b in &verified {
+            blocks.remove(b);
         }
         let t = layout.symbol_size() as usize;
         self.found = (blocks.iter())
@@ -356,7 +355,12 @@ impl Partial {
             self.spill = Some((side_path, f));
             self.spill_len = side_file;
         }
+        // The spill is this run's before the log goes on (a rewrite of
+        // the log is made from it).
         self.spilled = blocks;
+        for b in verified {
+            self.log(&drop_entry(b));
+        }
     }
 }
 
