@@ -38,8 +38,9 @@ fn ratio(r: &PushReport, base: &PushReport) -> f64 {
 
 /// Stopped at about half of a 16 MiB file's first pass (1.4 s at
 /// 100 Mbit/s) and run again at once: it needs what it needs without the
-/// stop. Killed instead (nothing kept but verified blocks, and none is
-/// verified yet), it needs about half a pass more.
+/// stop. Killed instead (a kill keeps verified blocks, none yet, and what
+/// the memory bound had moved to disk, nothing: the file fits in memory),
+/// it needs about half a pass more.
 #[test]
 fn a_listener_stopped_midway_goes_on_with_what_it_received() {
     let seed = seed_or(21);
