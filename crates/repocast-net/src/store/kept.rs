@@ -22,7 +22,7 @@ use super::Partial;
 use repocast_core::fec::layout::Layout;
 use repocast_core::wire::{FecParams, ManifestEntry};
 use std::collections::BTreeMap;
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
@@ -65,6 +65,24 @@ impl Spilled {
 
 /// What a log is of: an item's hash, size and FEC parameters.
 pub type Content = ([u8; 32], u64, FecParams);
+
+/// An open log: its writer, its length, and the length at which a
+/// rewrite is next weighed (not on every append: that sums the spill).
+pub struct Log {
+    w: BufWriter<File>,
+    len: u64,
+    weigh_at: u64,
+}
+
+impl Log {
+    fn new(f: File, len: u64) -> Log {
+        Log {
+            w: BufWriter::with_capacity(LOG_BUFFER, f),
+            len,
+            weigh_at: COMPACT_AFTER,
+        }
+    }
+}
 
 /// A log's header.
 pub fn header(c: &Content) -> Vec<u8> {
@@ -222,44 +240,48 @@ impl Partial {
         if self.log_off || self.file.is_none() {
             return;
         }
-        let path = self.log_path();
         let written = match self.spill_log.as_mut() {
-            Some((f, len)) => f.write_all(entry).map(|()| *len += entry.len() as u64),
+            Some(log) => log
+                .w
+                .write_all(entry)
+                .map(|()| log.len += entry.len() as u64),
             None => OpenOptions::new()
                 .create(true)
                 .truncate(true)
                 .write(true)
-                .open(&path)
+                .open(self.log_path())
                 .and_then(|f| {
-                    let mut w = BufWriter::with_capacity(LOG_BUFFER, f);
+                    let mut log = Log::new(f, 0);
                     let mut first = header(&self.content());
                     first.extend_from_slice(entry);
-                    w.write_all(&first)?;
-                    self.spill_log = Some((w, first.len() as u64));
+                    log.w.write_all(&first)?;
+                    log.len = first.len() as u64;
+                    self.spill_log = Some(log);
                     Ok(())
                 }),
         };
-        if let Err(e) = written {
-            tracing::warn!("{}: {e}; partly received blocks not kept", path.display());
-            self.drop_log();
-            self.log_off = true;
-            return;
+        match written {
+            Ok(()) => self.compact(),
+            Err(e) => self.give_up_log(e),
         }
-        self.compact();
+    }
+
+    /// The log cannot be written: it is removed and not kept this run (a
+    /// log missing an entry would be false).
+    fn give_up_log(&mut self, e: std::io::Error) {
+        let path = self.log_path();
+        tracing::warn!("{}: {e}; partly received blocks not kept", path.display());
+        self.drop_log();
+        self.log_off = true;
     }
 
     /// Writes out the entries gathered (a stop keeps the spill).
     pub(super) fn flush_log(&mut self) {
-        let Some((w, _)) = self.spill_log.as_mut() else {
+        let Some(log) = self.spill_log.as_mut() else {
             return;
         };
-        if let Err(e) = w.flush() {
-            tracing::warn!(
-                "{}: {e}; partly received blocks not kept",
-                self.log_path().display()
-            );
-            self.drop_log();
-            self.log_off = true;
+        if let Err(e) = log.w.flush() {
+            self.give_up_log(e);
         }
     }
 
@@ -271,16 +293,23 @@ impl Partial {
         }
     }
 
-    /// Rewrites a log grown to several times its spill's size as one
-    /// entry a block (whole, or not at all).
+    /// Rewrites a log grown past [`COMPACT_AFTER`] and four times its
+    /// spill's size as one entry a block (whole, or not at all). The size
+    /// is weighed only once the log reaches the length last found worth
+    /// weighing at, so an append costs no walk over the spill.
     fn compact(&mut self) {
-        let Some((_, len)) = self.spill_log.as_ref() else {
+        let Some(log) = self.spill_log.as_mut() else {
             return;
         };
-        let size: u64 = (self.spilled.values())
-            .map(|s| 17 + 4 * s.ids.len() as u64 + 12 * s.side.len() as u64)
-            .sum();
-        if *len < COMPACT_AFTER || *len < 4 * (HEADER as u64 + size) {
+        if log.len < log.weigh_at {
+            return;
+        }
+        let size: u64 = HEADER as u64
+            + (self.spilled.values())
+                .map(|s| 17 + 4 * s.ids.len() as u64 + 12 * s.side.len() as u64)
+                .sum::<u64>();
+        if log.len < 4 * size {
+            log.weigh_at = 4 * size;
             return;
         }
         let path = self.log_path();
@@ -288,15 +317,8 @@ impl Partial {
         let reopened = crate::state_file::write_whole(&path, &bytes)
             .and_then(|()| OpenOptions::new().append(true).open(&path));
         match reopened {
-            Ok(f) => {
-                let w = BufWriter::with_capacity(LOG_BUFFER, f);
-                self.spill_log = Some((w, bytes.len() as u64));
-            }
-            Err(e) => {
-                tracing::warn!("{}: {e}; partly received blocks not kept", path.display());
-                self.drop_log();
-                self.log_off = true;
-            }
+            Ok(f) => self.spill_log = Some(Log::new(f, bytes.len() as u64)),
+            Err(e) => self.give_up_log(e),
         }
     }
 
@@ -328,17 +350,13 @@ impl Partial {
             return;
         };
         // Appends go on after the last sound entry.
-        let log = OpenOptions::new().write(true).open(&path).and_then(|f| {
-            f.set_len(sound as u64)?;
-            let mut f = f;
-            std::io::Seek::seek(&mut f, std::io::SeekFrom::End(0))?;
-            Ok(f)
-        });
+        let log = (OpenOptions::new().append(true).open(&path))
+            .and_then(|f| f.set_len(sound as u64).map(|()| f));
         let Ok(log) = log else {
             let _ = fs::remove_file(&path);
             return;
         };
-        self.spill_log = Some((BufWriter::with_capacity(LOG_BUFFER, log), sound as u64));
+        self.spill_log = Some(Log::new(log, sound as u64));
         let verified: Vec<u32> = (blocks.keys())
             .filter(|b| self.verified.contains(b))
             .copied()

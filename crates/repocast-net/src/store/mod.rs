@@ -109,9 +109,8 @@ struct Partial {
     /// length.
     spill: Option<(PathBuf, File)>,
     spill_len: u64,
-    /// The log of `spilled` beside the partial file (`kept`), and its
-    /// length.
-    spill_log: Option<(std::io::BufWriter<File>, u64)>,
+    /// The log of `spilled` beside the partial file (`kept`).
+    spill_log: Option<kept::Log>,
     /// The log could not be written: none is kept this run.
     log_off: bool,
     /// The run stops short ([`BlockStore::keep_spilled`]): the spill and
