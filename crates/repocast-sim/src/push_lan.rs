@@ -291,17 +291,14 @@ impl PushLan {
                     MemoryStore::default(),
                 ));
             }
-            let stop = h.spec.stop_at.is_some_and(|c| now >= c);
+            let stop = h.spec.stop_at.take_if(|c| now >= *c).is_some();
+            let crash = h.spec.crash_at.take_if(|c| now >= *c).is_some();
             if stop {
-                h.spec.stop_at = None;
                 if let Some(ep) = h.ep() {
                     ep.suspend();
                 }
             }
-            if stop || h.spec.crash_at.is_some_and(|c| now >= c) {
-                if !stop {
-                    h.spec.crash_at = None;
-                }
+            if stop || crash {
                 if let Some(store) = h.ep.take().and_then(ListenEndpoint::into_store) {
                     h.blocks_written += store.blocks_written;
                     h.ep = Some(ListenEndpoint::new(now, h.spec.cfg.clone(), store.crash()));

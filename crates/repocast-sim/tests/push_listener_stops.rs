@@ -83,25 +83,33 @@ fn source_symbols(bytes: &[u8]) -> u64 {
     (bytes.len() as u64).div_ceil(t)
 }
 
-/// What the listener's last receiver took in: symbols found kept in the
-/// store, handed over from an older version in memory, and received;
-/// about the file's source symbols when nothing was received twice.
-fn took(r: &PushReport) -> (u64, u64) {
+/// The listener's last receiver found symbols kept in the store and took
+/// in each of the file's `need` source symbols once: those found kept,
+/// those handed over from an older version in memory, and those received.
+fn assert_taken_once(r: &PushReport, need: u64, case: &str) {
     let rx = r.receiver.expect("a receiver");
     let useful = r.client.expect("a client").useful;
-    (
-        rx.kept_symbols_found,
-        rx.kept_symbols_found + rx.adopted_symbols + useful,
-    )
+    let kept = rx.kept_symbols_found;
+    let all = kept + rx.adopted_symbols + useful;
+    eprintln!("{case}: {kept} symbols kept, {all} taken in of {need}");
+    // How much is kept varies (914-5,580 over 16 seeds): at 30% loss the
+    // catalogue can come late, and with this bound a listener keeps only
+    // 1 MiB of data while it waits. Enough that receiving the kept
+    // symbols again would break the bound below.
+    assert!(kept > need / 50, "{case}: {kept} kept of {need}");
+    assert!(
+        all < need + need / 50,
+        "{case}: {all} symbols taken in for {need}"
+    );
 }
 
 /// With a memory bound far under the file, most partly received blocks
 /// are in the store's spill when the listener stops (and the rest go
 /// there at the stop): the next run finds them and takes them back as it
 /// goes on, receiving only what it lacks. Killed instead, it keeps what
-/// was spilled (the store logs each spill), losing what was in memory. (Its packet count is not the
-/// measure here: with a small bound, a listener tuning in keeps less data
-/// while it waits for the catalogue.)
+/// was spilled (the store logs each spill), losing what was in memory.
+/// (Its packet count is not the measure here: with a small bound, a
+/// listener tuning in keeps less data while it waits for the catalogue.)
 #[test]
 fn blocks_the_memory_bound_spilled_outlive_a_stop() {
     let seed = seed_or(22);
@@ -119,17 +127,7 @@ fn blocks_the_memory_bound_spilled_outlive_a_stop() {
         check_files(&stopped, &files);
         let rx = stopped.receiver.expect("a receiver");
         assert!(rx.restored_blocks > 0, "loss {loss}: none read back");
-        let (kept, all) = took(&stopped);
-        eprintln!("loss {loss}, killed {kill}: {kept} symbols kept, {all} taken in of {need}");
-        // How much is kept varies (914-5,580 over 16 seeds): at 30% loss
-        // the catalogue can come late, and with this bound a listener
-        // keeps only 1 MiB of data while it waits. Enough that receiving
-        // the kept symbols again would break the bound below.
-        assert!(kept > need / 50, "loss {loss}: {kept} kept of {need}");
-        assert!(
-            all < need + need / 50,
-            "loss {loss}: {all} symbols taken in for {need}"
-        );
+        assert_taken_once(&stopped, need, &format!("loss {loss}, killed {kill}"));
     }
 }
 
@@ -156,16 +154,6 @@ fn spilled_blocks_go_over_to_a_new_version() {
         let changed = lan.reports().remove(0);
         check_files(&changed, &v1);
         assert_eq!(changed.versions, vec![1, 2]);
-        let (kept, all) = took(&changed);
-        eprintln!("loss {loss}: {kept} symbols kept, {all} taken in of {need}");
-        // How much is kept varies (914-5,580 over 16 seeds): at 30% loss
-        // the catalogue can come late, and with this bound a listener
-        // keeps only 1 MiB of data while it waits. Enough that receiving
-        // the kept symbols again would break the bound below.
-        assert!(kept > need / 50, "loss {loss}: {kept} kept of {need}");
-        assert!(
-            all < need + need / 50,
-            "loss {loss}: {all} symbols taken in for {need}"
-        );
+        assert_taken_once(&changed, need, &format!("loss {loss}"));
     }
 }

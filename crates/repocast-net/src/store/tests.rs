@@ -39,6 +39,11 @@ pub(super) mod fixture {
 
 use super::*;
 
+/// Symbol `i` of the tests' items (16 bytes of `i`).
+fn sym(i: u32) -> (u32, Vec<u8>) {
+    (i, vec![i as u8; 16])
+}
+
 #[test]
 fn names_that_leave_the_directory_are_refused() {
     let root = Path::new("/out");
@@ -201,7 +206,6 @@ fn spilled_symbols_go_in_their_blocks_place_and_overflow_aside() {
         block_hashes: vec![[0; 32]; 2],
     };
     assert!(matches!(st.open(&m), Ok(Resume::Blocks(_))));
-    let sym = |i: u32| (i, vec![i as u8; 16]);
     let side = |st: &Store| st.items[&ItemId(0)].spill.is_some();
     st.spill(ItemId(0), 0, &[sym(1), sym(2)]).expect("spill");
     st.spill(ItemId(0), 0, &[sym(9)]).expect("spill");
@@ -248,7 +252,6 @@ fn spill_log(root: &Path) -> Option<PathBuf> {
 fn spilled_symbols_come_back_in_the_next_run() {
     let dir = tempfile::tempdir().expect("tmp");
     let (data, m, layout) = fixture::two_blocks(ItemId(3));
-    let sym = |i: u32| (i, vec![i as u8; 16]);
     let mut st = Store::new(dir.path()).expect("store");
     assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
     // Block 1 (36 bytes) has room for two whole symbols: the third goes
@@ -298,7 +301,6 @@ fn spilled_symbols_come_back_in_the_next_run() {
 fn a_spill_log_is_used_only_while_it_is_true() {
     let dir = tempfile::tempdir().expect("tmp");
     let (_, m, _) = fixture::two_blocks(ItemId(3));
-    let sym = |i: u32| (i, vec![i as u8; 16]);
     let mut st = Store::new(dir.path()).expect("store");
     assert!(st.open(&m).is_ok());
     st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
@@ -350,7 +352,6 @@ fn a_spill_log_is_used_only_while_it_is_true() {
 fn a_spill_log_is_rewritten_as_it_grows() {
     let dir = tempfile::tempdir().expect("tmp");
     let (_, m, _) = fixture::two_blocks(ItemId(3));
-    let sym = |i: u32| (i, vec![i as u8; 16]);
     let mut st = Store::new(dir.path()).expect("store");
     assert!(st.open(&m).is_ok());
     st.spill(ItemId(3), 1, &[sym(3), sym(4), sym(5)])
