@@ -213,14 +213,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
         } else {
             String::new()
         },
-        if rep.kept_blocks > 0 {
-            format!(
-                ", {} partly received blocks went on with symbols kept by the last run",
-                rep.kept_blocks
-            )
-        } else {
-            String::new()
-        },
+        crate::progress::kept_note(rep.kept_blocks, rep.kept_symbols),
         if rep.emulated_losses > 0 {
             format!(", {} dropped by --emulate-loss", rep.emulated_losses)
         } else {

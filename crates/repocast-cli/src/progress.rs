@@ -115,6 +115,15 @@ impl Display {
     }
 }
 
+/// The summary's words on partly received blocks a previous run kept
+/// (empty when there were none).
+pub fn kept_note(blocks: u64, symbols: u64) -> String {
+    if blocks == 0 {
+        return String::new();
+    }
+    format!(", {blocks} partly received blocks went on with {symbols} symbols kept by the last run")
+}
+
 /// The summary's words on signed symbols (empty when the sender signed
 /// none): batches checked, and what was refused or dropped.
 pub fn signing_note(s: &repocast_core::endpoint::signing::VerifierStats) -> String {

@@ -402,13 +402,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             rep.elapsed.as_secs_f64(),
             rep.datagrams,
             rep.resumed_blocks,
-            match rep.kept_blocks {
-                0 => String::new(),
-                n => format!(
-                    ", {n} partly received blocks went on with {} symbols kept by the last run",
-                    rep.kept_symbols
-                ),
-            },
+            crate::progress::kept_note(rep.kept_blocks, rep.kept_symbols),
             match rep.emulated_losses {
                 0 => String::new(),
                 n => format!(", {n} dropped by --emulate-loss"),

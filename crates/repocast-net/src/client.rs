@@ -115,9 +115,11 @@ pub struct GetReport {
     #[serde(default)]
     pub lent_blocks: u64,
     /// Partly received blocks found with the symbols a previous run kept
-    /// when it gave up (`ClientEndpoint::suspend`).
+    /// (`ClientEndpoint::suspend`), and those symbols.
     #[serde(default)]
     pub kept_blocks: u64,
+    #[serde(default)]
+    pub kept_symbols: u64,
     /// Partial blocks moved to disk to stay within the memory budget.
     pub spilled_blocks: u64,
     /// Datagrams with a missing or wrong tag or signature (dropped).
@@ -414,6 +416,7 @@ pub(crate) fn report<S: BlockStore>(
         resumed_blocks: st.resumed_blocks,
         lent_blocks: 0,
         kept_blocks: st.kept_blocks_found,
+        kept_symbols: st.kept_symbols_found,
         spilled_blocks: st.spilled_blocks,
         forged: st.forged,
         signing: st.signing,
