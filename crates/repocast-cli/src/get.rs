@@ -171,15 +171,40 @@ pub async fn run(a: GetArgs) -> ExitCode {
         }
     };
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
     let exe = std::env::current_exe().ok();
     let job = if a.no_share {
-        tokio::spawn(client::get(opts, Some(tx)))
+        tokio::spawn(client::get_until(opts, Some(tx), Some(stop)))
     } else {
-        tokio::spawn(async move { host::get(opts, Some(tx), exe.as_deref()).await })
+        tokio::spawn(
+            async move { host::get_until(opts, Some(tx), exe.as_deref(), Some(stop)).await },
+        )
     };
     let mut display = Display::new("", true, true);
-    while let Some(p) = rx.recv().await {
-        display.show(&p);
+    // A first Ctrl-C or SIGTERM stops the run cleanly (what was received
+    // is kept, the summary follows); a second ends the process at once.
+    let signal = crate::serve::wait_for_signal();
+    tokio::pin!(signal);
+    let mut signalled = false;
+    loop {
+        tokio::select! {
+            p = rx.recv() => match p {
+                Some(p) => display.show(&p),
+                None => break,
+            },
+            _ = &mut signal => {
+                if signalled {
+                    display.finish();
+                    eprintln!("repocast get: stopped at once");
+                    std::process::exit(130);
+                }
+                signalled = true;
+                let _ = stop_tx.send(true);
+                eprintln!("repocast get: stopping, keeping what was received (again to quit at once)");
+                // The next signal (the future fired: a fresh one).
+                signal.set(crate::serve::wait_for_signal());
+            }
+        }
     }
     display.finish();
     let rep = match job.await {

@@ -2,23 +2,10 @@
 //! the exit code of items not received, no panic), keeps what it had
 //! received, and run again on the same folder finishes the file.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
 
-fn repocast() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_repocast"))
-}
-
-/// A child process killed when the test ends, however it ends (a pusher
-/// left behind by a failed assertion would go on sending to the group).
-struct Reaped(std::process::Child);
-
-impl Drop for Reaped {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{Reaped, repocast, stopped_when_it_says};
+use std::process::Stdio;
 
 #[test]
 fn a_listener_stopped_by_a_signal_ends_cleanly_and_a_rerun_finishes() {
@@ -80,28 +67,8 @@ fn a_listener_stopped_by_a_signal_ends_cleanly_and_a_rerun_finishes() {
         .arg("big.bin");
         c
     };
-    let mut first = listen()
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("listen");
     // Stopped once it has the catalogue (and so is receiving).
-    let mut err = BufReader::new(first.stderr.take().expect("stderr"));
-    let mut line = String::new();
-    while !line.contains("catalogue version") {
-        line.clear();
-        if err.read_line(&mut line).expect("stderr") == 0 {
-            break;
-        }
-    }
-    assert!(line.contains("catalogue version"), "{line}");
-    let pid = first.id().to_string();
-    let killed = Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(killed.success());
-    let ended = first.wait_with_output().expect("wait");
+    let ended = stopped_when_it_says(&mut listen(), "catalogue version");
     let summary = String::from_utf8_lossy(&ended.stdout);
     assert_eq!(ended.status.code(), Some(1), "{ended:?}");
     assert!(summary.contains("\"verified\":0"), "{summary}");

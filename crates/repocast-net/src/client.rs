@@ -31,7 +31,7 @@ use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 pub use repocast_core::client::ClientStats;
 pub use repocast_core::endpoint::client::{Event as Progress, Outcome};
@@ -216,14 +216,29 @@ pub(crate) async fn readable(g: Option<&LossySocket>) {
     }
 }
 
-/// Runs `ep` on `sock` until it is finished; returns the groups (for their
-/// counters) if it joined them.
+/// Until `stop` says stop (never, without one).
+pub(crate) async fn stopping(stop: Option<&mut watch::Receiver<bool>>) {
+    if let Some(s) = stop {
+        if s.wait_for(|stop| *stop).await.is_ok() {
+            return;
+        }
+    }
+    // None, or a sender gone (it never says stop).
+    std::future::pending().await
+}
+
+/// Why the items a stopped `get` had not verified failed.
+pub const STOPPED: &str = "stopped; run the same get again to go on from what was received";
+
+/// Runs `ep` on `sock` until it is finished, or stopped by `stop`; returns
+/// the groups (for their counters) if it joined them.
 async fn drive<S: BlockStore>(
     ep: &mut ClientEndpoint<S>,
     sock: ClientStream,
     start: std::time::Instant,
     join: Option<&Join<'_>>,
     progress: Option<&mpsc::UnboundedSender<Progress>>,
+    mut stop: Option<watch::Receiver<bool>>,
 ) -> Result<Option<Groups>, NetError> {
     let (mut rd, mut wr) = tokio::io::split(sock);
     let mut groups: Option<Groups> = None;
@@ -278,6 +293,13 @@ async fn drive<S: BlockStore>(
             jobs.settle(ep, start).await;
             return Ok(groups);
         }
+        if stop.as_ref().is_some_and(|s| *s.borrow()) {
+            // Its blocks out being decoded first, so what they verify is
+            // written and the rest kept with the partly received blocks.
+            jobs.settle(ep, start).await;
+            ep.stop(STOPPED);
+            continue;
+        }
         if joined {
             // On the groups: the request goes out now.
             continue;
@@ -309,6 +331,8 @@ async fn drive<S: BlockStore>(
             }
             Some(job) = jobs.done() => ep.decoded(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
+            // Seen at the top of the loop.
+            _ = stopping(stop.as_mut()) => {}
         }
     }
 }
@@ -328,7 +352,7 @@ pub async fn list(
     cfg.server_key = Some(key);
     let mut ep = ClientEndpoint::new(core_now(start), cfg, MemoryStore::default());
     // The catalogue needs no groups: none are joined.
-    drive(&mut ep, sock, start, None, None).await?;
+    drive(&mut ep, sock, start, None, None, None).await?;
     match ep.ended() {
         Some(why) => Err(NetError::Ended(why.to_owned())),
         None => Ok(ep.catalogue().to_vec()),
@@ -341,8 +365,23 @@ pub async fn get(
     opts: GetOptions,
     progress: Option<mpsc::UnboundedSender<Progress>>,
 ) -> Result<GetReport, NetError> {
+    get_until(opts, progress, None).await
+}
+
+/// [`get`], stopped early when `stop` turns true (a signal): the items
+/// not yet verified fail with [`STOPPED`], and what was received of them
+/// is kept for a rerun (`ClientEndpoint::stop`).
+pub async fn get_until(
+    opts: GetOptions,
+    progress: Option<mpsc::UnboundedSender<Progress>>,
+    stop: Option<watch::Receiver<bool>>,
+) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
-    let (sock, key) = connect(opts.server, &opts.trust).await?;
+    let mut stop = stop;
+    let (sock, key) = tokio::select! {
+        c = connect(opts.server, &opts.trust) => c?,
+        _ = stopping(stop.as_mut()) => return Err(NetError::Ended(STOPPED.into())),
+    };
     let start = std::time::Instant::now();
     let mut ep = endpoint(&opts, key, core_now(start), &[], Verified::new())?;
     let join = Join {
@@ -351,7 +390,7 @@ pub async fn get(
         loss: opts.loss,
         seed: opts.seed,
     };
-    let groups = drive(&mut ep, sock, start, Some(&join), progress.as_ref()).await?;
+    let groups = drive(&mut ep, sock, start, Some(&join), progress.as_ref(), stop).await?;
     let (received, dropped) = groups.as_ref().map_or((0, 0), |g| {
         (
             g.data.received + g.announce.received,

@@ -147,13 +147,20 @@ impl<S: BlockStore> Decodes for ListenEndpoint<S> {
 
 impl Jobs<DecodeJob> {
     /// Takes back every block out being decoded (a few milliseconds
-    /// each), so a run that stops keeps what they verify; none is handed
-    /// out meanwhile.
+    /// each), and hands out and takes back those waiting to go (the core
+    /// holds at most its few jobs' worth), so a run that stops keeps what
+    /// they verify. No new job comes of it: only symbols make one.
     pub(crate) async fn settle(&mut self, ep: &mut impl Decodes, start: std::time::Instant) {
-        while self.any_out() {
+        loop {
+            while let Some(job) = ep.poll_decode() {
+                self.start(job);
+            }
+            if !self.any_out() {
+                return;
+            }
             match self.done().await {
                 Some(job) => ep.decoded(crate::core_now(start), job),
-                None => break,
+                None => return,
             }
         }
     }

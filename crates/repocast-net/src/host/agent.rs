@@ -11,7 +11,7 @@
 //! the running requests have verified of its items (`crate::store::share`),
 //! builds the same endpoint, and relays what the hub tells it.
 
-use super::msg::{self, Ask, Tell};
+use super::msg::{self, Ask, Order, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};
 use crate::client::{self, Groups, Progress, readable};
 use crate::socket::{self, Interface};
@@ -44,7 +44,9 @@ enum HubMsg {
     Stream(u64, Vec<u8>),
     /// Its TLS connection closed.
     Closed(u64),
-    /// Its `get` went away: drop the request.
+    /// Its `get` asks it to stop.
+    Stop(u64),
+    /// Its `get` went away: stop the request, nobody hears its end.
     Gone(u64),
     /// A request about to start asks what the running ones can lend it
     /// of these items.
@@ -229,24 +231,24 @@ async fn serve_get(
     if hub.send(HubMsg::New(Box::new(slot))).is_err() {
         return;
     }
-    let mut probe = [0u8; 1];
-    loop {
-        tokio::select! {
-            t = tells.recv() => {
-                let Some(t) = t else { return };
-                let last = matches!(t, Tell::Done(_) | Tell::Refused(_) | Tell::Error(_));
-                if msg::write(&mut wr, &t).await.is_err() || last {
-                    if !last {
-                        let _ = hub.send(HubMsg::Gone(id));
-                    }
-                    return;
-                }
-            }
-            // A `get` says nothing after its request: this is its end.
-            _ = rd.read(&mut probe) => {
+    // After its request a `get` says only stop; anything else (its end of
+    // the socket closed) means it is gone. Read on a task of its own (a
+    // line read is not safe to cancel); a word for a request already
+    // over finds no slot.
+    let h = hub.clone();
+    tokio::spawn(async move {
+        while let Ok(Some(Order::Stop)) = msg::read::<_, Order>(&mut rd).await {
+            let _ = h.send(HubMsg::Stop(id));
+        }
+        let _ = h.send(HubMsg::Gone(id));
+    });
+    while let Some(t) = tells.recv().await {
+        let last = matches!(t, Tell::Done(_) | Tell::Refused(_) | Tell::Error(_));
+        if msg::write(&mut wr, &t).await.is_err() || last {
+            if !last {
                 let _ = hub.send(HubMsg::Gone(id));
-                return;
             }
+            return;
         }
     }
 }
@@ -310,9 +312,13 @@ async fn hub(
                 Some(HubMsg::Closed(id)) => {
                     if let Some(s) = h.slot(id) { s.ep.handle_close(now()) }
                 }
+                // Stopped, a request keeps what it received; it leaves
+                // once its blocks out being decoded are back (`service`).
+                Some(HubMsg::Stop(id)) => {
+                    if let Some(s) = h.slot(id) { s.ep.stop(client::STOPPED) }
+                }
                 Some(HubMsg::Gone(id)) => {
-                    h.slots.retain(|s| s.id != id);
-                    h.stale = true;
+                    if let Some(s) = h.slot(id) { s.ep.stop("its get went away") }
                 }
                 Some(HubMsg::Lend(names, reply)) => {
                     let _ = reply.send(h.lend(&names));
@@ -455,7 +461,10 @@ impl Hub<'_> {
                     self.stale = true;
                 }
             }
-            if s.ep.is_finished() {
+            // A request that ended short waits for its blocks out being
+            // decoded (milliseconds): what they verify is written, the
+            // rest kept (`ClientEndpoint::decoded`).
+            if s.ep.is_finished() && s.ep.decodes_away() == 0 {
                 let s = self.slots.remove(i);
                 let mut rep = client::report(&s.ep, s.started, s.datagrams, 0);
                 rep.shared = true;

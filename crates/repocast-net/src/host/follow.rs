@@ -3,7 +3,7 @@
 //! on its own whenever the receiver cannot take the request (see
 //! [`super`]).
 
-use super::msg::{self, Ask, Tell};
+use super::msg::{self, Ask, Order, Tell};
 use super::{HostKey, same_user};
 use crate::NetError;
 use crate::client::{self, GetOptions, GetReport, Progress};
@@ -13,9 +13,12 @@ use std::time::Duration;
 use tokio::io::BufReader;
 use tokio::net::UnixStream;
 use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
 
 /// How long a started receiver may take to answer.
 const START_WAIT: Duration = Duration::from_secs(3);
+/// How long a receiver told to stop a request may take to report it.
+const STOP_WAIT: Duration = Duration::from_secs(10);
 /// Between tries to reach a receiver being started.
 const START_POLL: Duration = Duration::from_millis(20);
 
@@ -28,8 +31,21 @@ pub async fn get(
     progress: Option<UnboundedSender<Progress>>,
     start: Option<&Path>,
 ) -> Result<GetReport, NetError> {
+    get_until(opts, progress, start, None).await
+}
+
+/// [`get`], stopped early when `stop` turns true (see
+/// [`client::get_until`]): through the receiver, it is told to stop the
+/// request and its report comes back; a `get` stopped is never started
+/// on its own.
+pub async fn get_until(
+    opts: GetOptions,
+    progress: Option<UnboundedSender<Progress>>,
+    start: Option<&Path>,
+    mut stop: Option<watch::Receiver<bool>>,
+) -> Result<GetReport, NetError> {
     if opts.loss != LossSpec::NONE {
-        return client::get(opts, progress).await;
+        return client::get_until(opts, progress, stop).await;
     }
     let key = HostKey {
         server: opts.server,
@@ -37,22 +53,27 @@ pub async fn get(
         ssm: opts.ssm,
     };
     let started = std::time::Instant::now();
-    match through(&key, &opts, progress.as_ref(), start).await {
+    match through(&key, &opts, progress.as_ref(), start, stop.as_mut()).await {
         Ok(Some(mut rep)) => {
             rep.elapsed = started.elapsed();
             Ok(rep)
         }
-        Ok(None) => client::get(opts, progress).await,
+        Ok(None) if stop.as_ref().is_some_and(|s| *s.borrow()) => {
+            Err(NetError::Ended(client::STOPPED.into()))
+        }
+        Ok(None) => client::get_until(opts, progress, stop).await,
         Err(e) => Err(e),
     }
 }
 
-/// The request through the receiver: `None` when it did not take it.
+/// The request through the receiver: `None` when it did not take it (or
+/// went away).
 async fn through(
     key: &HostKey,
     opts: &GetOptions,
     progress: Option<&UnboundedSender<Progress>>,
     start: Option<&Path>,
+    mut stop: Option<&mut watch::Receiver<bool>>,
 ) -> Result<Option<GetReport>, NetError> {
     let Some(s) = reach(key, start).await else {
         return Ok(None);
@@ -69,8 +90,30 @@ async fn through(
         return Ok(None);
     }
     let mut rd = BufReader::new(rd);
+    // Told to stop: the receiver is asked to, and has a while to answer.
+    let mut until: Option<tokio::time::Instant> = None;
     loop {
-        let t = match msg::read::<_, Tell>(&mut rd).await {
+        // One read of a line, kept across the stop (a read cancelled
+        // halfway would lose what it had).
+        let read = msg::read::<_, Tell>(&mut rd);
+        tokio::pin!(read);
+        let t = loop {
+            tokio::select! {
+                t = &mut read => break t,
+                _ = client::stopping(stop.as_deref_mut()), if until.is_none() => {
+                    until = Some(tokio::time::Instant::now() + STOP_WAIT);
+                    if msg::write(&mut wr, &Order::Stop).await.is_err() {
+                        return Ok(None);
+                    }
+                }
+                _ = crate::sleep_until(until) => {
+                    return Err(NetError::Ended(format!(
+                        "{}; the host receiver did not answer", client::STOPPED
+                    )));
+                }
+            }
+        };
+        let t = match t {
             Ok(Some(t)) => t,
             // The receiver went away: what it verified is in the journal,
             // and a `get` on its own resumes from there.

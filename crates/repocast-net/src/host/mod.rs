@@ -25,6 +25,12 @@
 //!   host's network namespace, and leaves no file behind), named by the
 //!   user, the server, the interface and the join mode; each side checks
 //!   that the other runs as the same user.
+//! - A `get` stopped by a signal tells the receiver to stop its request
+//!   (`msg::Order::Stop`) and prints the report it gets back; a `get`
+//!   that goes away has its request stopped all the same. Either way the
+//!   request keeps what it received for a rerun, as a `get` on its own
+//!   does (`ClientEndpoint::stop`), once its blocks out being decoded
+//!   are back.
 //! - The receiver exits once it has had no request for [`IDLE_EXIT`].
 //! - Anything short of an accepted request (no receiver could start, it
 //!   went away, another user holds the name) and `get` runs on its own;
@@ -43,7 +49,7 @@ use std::os::linux::net::SocketAddrExt;
 use std::time::Duration;
 
 pub use agent::run as run_receiver;
-pub use follow::get;
+pub use follow::{get, get_until};
 
 /// How long the shared receiver stays up with no request.
 pub const IDLE_EXIT: Duration = Duration::from_secs(10);

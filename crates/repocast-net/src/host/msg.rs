@@ -1,7 +1,8 @@
 //! What a `get` and the host's shared receiver say on their local
 //! socket: JSON, one message per line, at most [`MAX_LINE`] bytes each.
-//! The `get` sends one [`Ask`]; the receiver answers with [`Tell`]s, the
-//! last of which is `Done`, `Refused` or `Error`.
+//! The `get` sends one [`Ask`], and may later send an [`Order`] to stop;
+//! the receiver answers with [`Tell`]s, the last of which is `Done`,
+//! `Refused` or `Error`.
 
 use crate::NetError;
 use crate::client::{GetOptions, GetReport, Progress};
@@ -72,6 +73,14 @@ impl Ask {
         o.token = self.token;
         Ok(o)
     }
+}
+
+/// A `get` to the receiver, after its request.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) enum Order {
+    /// Stop the request (a signal to the `get`): what it verified is in
+    /// place, what it partly received kept, and its report follows.
+    Stop,
 }
 
 /// The receiver to a `get`.

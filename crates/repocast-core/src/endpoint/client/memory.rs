@@ -65,7 +65,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// memory goes to the store's spill, and the store keeps the spill of
     /// every item still being received for a later run
     /// ([`BlockStore::keep_spilled`]). Blocks out as decode jobs are not
-    /// here: a driver takes them back first. Harmless twice.
+    /// here: after the run's end they are kept as they come back
+    /// ([`ClientEndpoint::decoded`]). Harmless twice.
     pub fn suspend(&mut self) {
         for (item, block) in self.client.blocks_in_memory() {
             let Some(syms) = self.client.evict(item, block) else {

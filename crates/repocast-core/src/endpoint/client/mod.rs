@@ -372,11 +372,22 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// A job from [`ClientEndpoint::poll_decode`], run (or not: it is run
     /// here then).
+    /// A job back after the run ended still counts: a block it verifies is
+    /// written (and may complete its item), and one still short is kept
+    /// with the rest ([`ClientEndpoint::suspend`]), so a driver that takes
+    /// its jobs back before it lets go of the endpoint loses none of them.
     pub fn decoded(&mut self, now: Instant, job: crate::client::decode::DecodeJob) {
         self.client.decoded(job);
-        if self.ended.is_none() {
-            self.process(now);
+        self.process(now);
+        if self.ended.is_some() {
+            self.suspend();
         }
+    }
+
+    /// Decode jobs handed out or waiting to be, not yet back: a driver
+    /// that lets go of a finished endpoint waits for these first.
+    pub fn decodes_away(&self) -> usize {
+        self.client.decodes_away()
     }
 
     /// Runs the decode jobs waiting, here and now, and hands them back (a
@@ -573,6 +584,17 @@ impl<S: BlockStore> ClientEndpoint<S> {
         }
         self.client.handle_timeout(now);
         self.process(now);
+    }
+
+    /// The driver stops the run (a signal, its user gone): everything not
+    /// yet verified fails with `reason`, and what is partly received is
+    /// kept for a rerun ([`ClientEndpoint::suspend`]). Take the blocks out
+    /// being decoded back first (their symbols are not here to keep); a
+    /// block they verify after this is still written.
+    pub fn stop(&mut self, reason: impl Into<String>) {
+        if !self.is_finished() {
+            self.end(reason.into());
+        }
     }
 
     /// The request connection closed.
