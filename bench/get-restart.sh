@@ -34,10 +34,14 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/repo"
 head -c $((SIZE_MIB << 20)) /dev/urandom > "$WORK/repo/big.bin"
 echo "get-restart: $SIZE_MIB MiB at $RATE, loss ${LOSS:-none}, share $SHARE, SIG$SIGNAL at ${STOP_AT:-(never)} s"
+n=0
 for run in $(seq 1 "$RUNS"); do
   for bin in $BINS; do
+    # A port of its own: the host receiver a `get` starts is that
+    # server's (and that binary's), and stays 10 s after its last request.
+    port=$((PORT + n)); n=$((n + 1))
     rm -rf "$WORK/out" "$WORK/repo/.repocast" && mkdir "$WORK/out"
-    "$bin" serve "$WORK/repo" --rate "$RATE" --interface 127.0.0.1 --listen "127.0.0.1:$PORT" --no-metrics \
+    "$bin" serve "$WORK/repo" --rate "$RATE" --interface 127.0.0.1 --listen "127.0.0.1:$port" --no-metrics \
       --data-group "$DATA" --announce-group "$ANNOUNCE" --key "$WORK/server.key" > "$WORK/serve.log" 2>&1 &
     serve=$!
     key=""
@@ -46,7 +50,7 @@ for run in $(seq 1 "$RUNS"); do
       [ -n "$key" ] && break
       sleep 0.05
     done
-    args=(get --server "127.0.0.1:$PORT" --trust "$key" --interface 127.0.0.1 --out "$WORK/out")
+    args=(get --server "127.0.0.1:$port" --trust "$key" --interface 127.0.0.1 --out "$WORK/out")
     if [ -n "$LOSS" ]; then
       args+=(--emulate-loss "$LOSS")
     elif [ "$SHARE" != 1 ]; then

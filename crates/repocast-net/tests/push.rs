@@ -555,3 +555,60 @@ async fn a_listener_run_again_goes_on_with_the_symbols_it_kept() {
         first.datagrams
     );
 }
+
+/// A satellite listener whose files change or go while it receives them
+/// leaves no partial file of what it will never receive again: the
+/// older content's of a changed file (removed when the newer opens) and a
+/// removed file's (dropped at the new version). Before, each stayed in
+/// `OUT/.repocast/partial` for good, as large as its file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listener_leaves_no_partial_files_of_changed_or_removed_files() {
+    let repo = seeded_repo(&[("big.bin", 4 << 20), ("drop.bin", 4 << 20)], 12);
+    // 8 MiB take about 3.5 s: the files change while they are on air.
+    let mut o = push_opts(repo.path(), 20_000_000);
+    o.metrics = None;
+    let h = push::start(o.clone()).await.expect("push");
+    let out = tempfile::tempdir().expect("tmp");
+    let mut l = listen_opts(&o, out.path(), 0.1, 13);
+    l.satellite = true;
+    l.trust = Some(h.key);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = tokio::spawn(listen(l, Some(tx), Some(stop_rx)));
+    use repocast_core::endpoint::client::Event;
+    use repocast_core::endpoint::listen::ListenEvent;
+    let mut versions = 0;
+    let newer = tempfile::tempdir().expect("tmp");
+    tokio::time::timeout(Duration::from_secs(40), async {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                ListenEvent::Version { .. } => {
+                    versions += 1;
+                    if versions == 1 {
+                        // Both files open: one changes, one goes.
+                        write_repo(newer.path(), &[("big.bin", 4 << 20)], 14);
+                        std::fs::rename(newer.path().join("big.bin"), repo.path().join("big.bin"))
+                            .expect("changed");
+                        std::fs::remove_file(repo.path().join("drop.bin")).expect("removed");
+                    }
+                }
+                ListenEvent::Item(Event::Complete { .. }) if versions >= 2 => return,
+                _ => {}
+            }
+        }
+    })
+    .await
+    .expect("the changed file under the new version");
+    let _ = stop_tx.send(true);
+    let r = task.await.expect("task").expect("listen");
+    assert!(r.ended.is_none(), "{:?}", r.ended);
+    assert_delivered(repo.path(), out.path(), &["big.bin"]);
+    assert!(!out.path().join("drop.bin").exists());
+    let left: Vec<_> = std::fs::read_dir(out.path().join(".repocast/partial"))
+        .expect("partial dir")
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    h.stop().await.expect("stop");
+}

@@ -24,7 +24,8 @@
 //! folder never share a partial file: each holds an exclusive lock on the
 //! partial files it writes (on the file itself: an item costs one file
 //! created, however it ends), and a second one wanting the same item uses
-//! its own.
+//! its own. Opening a name with new content removes its older content's
+//! partial files (`store/sweep.rs`).
 //!
 //! Requests run by the host's shared receiver lend each other what they
 //! have verified ([`share`]).
@@ -46,6 +47,7 @@ use std::path::{Component, Path, PathBuf};
 
 mod kept;
 pub mod share;
+mod sweep;
 mod unpack;
 pub use share::Source;
 
@@ -338,19 +340,39 @@ fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
 /// it holds, and takes its lock: `None` if another store holds it. Once
 /// locked it is sized to `size` bytes.
 fn lock_part(path: &Path, size: u64) -> Result<Option<File>, StoreError> {
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(path)
-        .map_err(|e| StoreError::io(path, e))?;
-    if !try_lock(&f) {
-        return Ok(None);
+    // A file removed between the open and the lock (`sweep`: an older
+    // content's, under its lock) is not the path's any more: once again.
+    for _ in 0..2 {
+        let f = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| StoreError::io(path, e))?;
+        if !try_lock(&f) {
+            return Ok(None);
+        }
+        if is_at(&f, path) {
+            f.set_len(size).map_err(|e| StoreError::io(path, e))?;
+            return Ok(Some(f));
+        }
     }
-    f.set_len(size).map_err(|e| StoreError::io(path, e))?;
-    Ok(Some(f))
+    Ok(None)
 }
+
+/// Whether `path` names the open file `f` (not another, nor nothing).
+fn is_at(f: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (f.metadata(), fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The files of one partial key: the file, its journal, its spill's log
+/// and the spill's side file.
+const PARTIAL_SUFFIXES: [&str; 4] = ["part", "journal", "kept", "spill"];
 
 /// Opens (creating) a journal for appending blocks, starting it with the
 /// item's hash and size unless it has its header already.
@@ -431,6 +453,9 @@ impl BlockStore for Store {
             kept: false,
             found: Vec::new(),
         };
+        // This name's older content: never of use here again.
+        let own = partial_key(&m.name, &m.hash, m.size);
+        sweep::superseded(&self.partial_dir, &m.name, &own);
         if !pack && already_in_place(&p.final_path, m.size, &m.hash, self.overwrite)? {
             self.items.insert(m.item, p);
             return Ok(Resume::Complete);
@@ -438,7 +463,6 @@ impl BlockStore for Store {
         // The partial file's lock says who owns it: another `get` into the
         // same folder after the same item (another process, or another
         // request in the host's shared receiver) takes a name of its own.
-        let own = partial_key(&m.name, &m.hash, m.size);
         let base = format!("{own}-{}", std::process::id());
         let mut locked = None;
         for n in 0..=PARTIAL_NAMES {

@@ -379,3 +379,70 @@ fn a_spill_log_is_rewritten_as_it_grows() {
         vec![sym(3), sym(4), sym(5)]
     );
 }
+
+/// A name opened with other content (the file changed at the sender)
+/// removes its older content's partial file, journal, spill and log: they
+/// could never be used here again. Other names' partial files stay, and
+/// so do those of the older content another store still holds.
+#[test]
+fn a_name_opened_with_new_content_removes_the_older_contents_partial_files() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(3));
+    let other = ManifestEntry {
+        item: ItemId(4),
+        name: "d/g".into(),
+        ..m.clone()
+    };
+    let newer = ManifestEntry {
+        item: ItemId(5),
+        hash: [9; 32],
+        ..m.clone()
+    };
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&m).is_ok() && st.open(&other).is_ok());
+    st.write_block(
+        ItemId(3),
+        1,
+        layout.block_offset(1),
+        fixture::block(&data, &layout, 1),
+    )
+    .expect("written");
+    st.spill(ItemId(3), 0, &[sym(1), sym(2), sym(3), sym(4), sym(5)])
+        .expect("spill");
+    st.keep_spilled(ItemId(3)).expect("kept");
+    st.close(ItemId(3));
+    assert_eq!(
+        partial_files(dir.path()),
+        ["journal", "kept", "part", "part", "spill"]
+    );
+    // Held by another store meanwhile: they stay.
+    let mut holder = Store::new(dir.path()).expect("store");
+    assert!(matches!(holder.open(&m), Ok(Resume::Blocks(b)) if b == vec![1]));
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&newer).is_ok());
+    assert_eq!(
+        partial_files(dir.path()),
+        ["journal", "kept", "part", "part", "part", "spill"]
+    );
+    drop((holder, st));
+    let mut st = Store::new(dir.path()).expect("store");
+    assert!(st.open(&newer).is_ok());
+    // `d/g`'s partial file and the newer content's.
+    assert_eq!(partial_files(dir.path()), ["part", "part"]);
+    assert!(st.held("d/f").is_none(), "no journal of the older content");
+}
+
+/// A partial file removed (or replaced) between a store's open and its
+/// lock is not the path's file: `lock_part` takes the path's own.
+#[test]
+fn a_lock_is_taken_on_the_file_at_the_path() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("x.part");
+    let first = lock_part(&path, 10).expect("lock").expect("free");
+    assert!(is_at(&first, &path));
+    fs::remove_file(&path).expect("rm");
+    assert!(!is_at(&first, &path), "removed");
+    let second = lock_part(&path, 10).expect("lock").expect("a new file");
+    assert!(is_at(&second, &path) && !is_at(&first, &path), "replaced");
+    assert_eq!(fs::metadata(&path).expect("meta").len(), 10);
+}

@@ -348,6 +348,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.coded = self.coded.take().filter(|c| c.version() > a.version);
         self.cuts.next_version();
         let jobs = self.inner.as_ref().map(ClientEndpoint::jobs_out);
+        let selected = a.selected();
         // Partly received blocks go over to the same content in the new
         // version, unless it vouches for every symbol and the old one did
         // not (forged ones could be among them).
@@ -360,10 +361,18 @@ impl<S: BlockStore> ListenEndpoint<S> {
                     i.keep_spilled();
                 }
                 // The old version's items in progress: kept on disk for
-                // the new version (same name and content resume), released.
+                // the new version (same name and content resume; the
+                // store drops a name's older content when it opens the
+                // newer), released; those it no longer has (a file
+                // removed, a pack regrouped) are dropped, or they would
+                // stay on disk for good.
                 let mut s = i.into_store();
-                for item in self.names.keys() {
-                    s.close(*item);
+                for (item, name) in &self.names {
+                    if selected.iter().any(|(m, _)| &m.name == name) {
+                        s.close(*item);
+                    } else {
+                        s.discard(*item);
+                    }
                 }
                 s
             }
@@ -389,7 +398,6 @@ impl<S: BlockStore> ListenEndpoint<S> {
         if let (true, Some(k)) = (a.signed_symbols, self.signer()) {
             inner.expect_signed_symbols(k, a.session);
         }
-        let selected = a.selected();
         let items = a.files();
         let member = |h: &crate::wire::catalogue::ItemHead| PackMember {
             name: h.name.clone(),
