@@ -39,7 +39,7 @@ use repocast_core::fec::layout::Layout;
 use repocast_core::hex;
 use repocast_core::wire::control::MAX_HAVE_BYTES;
 use repocast_core::wire::{FecParams, ManifestEntry};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
@@ -145,6 +145,9 @@ pub struct Store {
     /// Journals left by earlier runs, by their item's name key (listed
     /// once at start, for [`BlockStore::held`]).
     journals: HashMap<String, Vec<PathBuf>>,
+    /// The partial keys in the folder, by their name key: listed once at
+    /// start, and each this store takes added (`sweep`).
+    partials: HashMap<String, BTreeSet<String>>,
     /// Mode and mtime to give items' files (push mode).
     attrs: HashMap<ItemId, (u32, i64)>,
     /// Items finished in place, by name: what this store can lend
@@ -229,9 +232,14 @@ impl Store {
         let partial_dir = root.join(STATE_DIR).join("partial");
         fs::create_dir_all(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
         let mut journals: HashMap<String, Vec<PathBuf>> = HashMap::new();
+        let mut partials: HashMap<String, BTreeSet<String>> = HashMap::new();
         let listing = fs::read_dir(&partial_dir).map_err(|e| NetError::file(&partial_dir, e))?;
         for e in listing.flatten() {
             let name = e.file_name();
+            if let Some((key, _)) = name.to_str().and_then(sweep::partial_key_of) {
+                let by_name = key.split_once('-').map_or(key, |k| k.0);
+                (partials.entry(by_name.to_owned()).or_default()).insert(key.to_owned());
+            }
             let Some(key) = (name.to_str())
                 .filter(|f| f.ends_with(".journal"))
                 .and_then(|f| f.split_once('-'))
@@ -243,6 +251,7 @@ impl Store {
         }
         Ok(Store {
             journals,
+            partials,
             root: root.to_path_buf(),
             partial_dir,
             items: HashMap::new(),
@@ -455,7 +464,9 @@ impl BlockStore for Store {
         };
         // This name's older content: never of use here again.
         let own = partial_key(&m.name, &m.hash, m.size);
-        sweep::superseded(&self.partial_dir, &m.name, &own);
+        if let Some(keys) = self.partials.get_mut(&name_key(&m.name)) {
+            sweep::superseded(&self.partial_dir, keys, &own);
+        }
         if !pack && already_in_place(&p.final_path, m.size, &m.hash, self.overwrite)? {
             self.items.insert(m.item, p);
             return Ok(Resume::Complete);
@@ -484,6 +495,7 @@ impl BlockStore for Store {
             );
             return Err(StoreError::io(&self.partial_dir, busy));
         };
+        (self.partials.entry(name_key(&m.name)).or_default()).insert(key.clone());
         p.tmp = tmp;
         p.journal_path = self.partial_dir.join(format!("{key}.journal"));
         let mut have = Vec::new();

@@ -12,32 +12,35 @@
 //! `get` receiving that older content into this folder keeps it), and a
 //! store taking a lock checks it still has the file at that path
 //! (`lock_part`), so it never writes to one removed under it.
+//!
+//! The store lists the folder once, when it is made, and adds each key it
+//! takes, so an open costs no listing (a listener opens thousands of
+//! items a version).
 
-use super::{PARTIAL_SUFFIXES, name_key, try_lock};
+use super::{PARTIAL_SUFFIXES, try_lock};
 use std::collections::BTreeSet;
 use std::fs::{self, OpenOptions};
 use std::path::Path;
 
-/// Removes from `dir` the partial files of `name` whose key is not of
-/// content `own` (the `partial_key` of the content being opened), unless
-/// another store holds them. Returns how many partial files went.
-pub(super) fn superseded(dir: &Path, name: &str, own: &str) -> usize {
-    let prefix = format!("{}-", name_key(name));
-    let Ok(listing) = fs::read_dir(dir) else {
-        return 0;
-    };
-    // The keys of this name's files (a key and its suffixes: `-PID` and
-    // `-PID-N` for a second store on the same content).
-    let keys: BTreeSet<String> = (listing.flatten())
-        .filter_map(|e| {
-            let f = e.file_name().into_string().ok()?;
-            let (key, ext) = f.rsplit_once('.')?;
-            (key.starts_with(&prefix) && PARTIAL_SUFFIXES.contains(&ext)).then(|| key.to_owned())
-        })
-        .filter(|key| key != own && !key.starts_with(&format!("{own}-")))
+/// A partial file's name as its key and suffix, if it is one of
+/// [`PARTIAL_SUFFIXES`].
+pub(super) fn partial_key_of(file: &str) -> Option<(&str, &str)> {
+    file.rsplit_once('.')
+        .filter(|(_, ext)| PARTIAL_SUFFIXES.contains(ext))
+}
+
+/// Removes from `dir` the partial files of the keys in `keys` (one name's,
+/// as the store knows them) that are not of content `own` (the
+/// `partial_key` being opened: its own key, and `own-PID[-N]` of a second
+/// store on that content), unless another store holds them; those removed
+/// leave `keys`. Returns how many partial files went.
+pub(super) fn superseded(dir: &Path, keys: &mut BTreeSet<String>, own: &str) -> usize {
+    let older: Vec<String> = (keys.iter())
+        .filter(|key| *key != own && !key.starts_with(&format!("{own}-")))
+        .cloned()
         .collect();
     let mut removed = 0;
-    for key in keys {
+    for key in older {
         let part = dir.join(format!("{key}.part"));
         // Held under its lock while the rest goes; no `.part` (a journal
         // left alone): nobody can be writing it.
@@ -49,7 +52,8 @@ pub(super) fn superseded(dir: &Path, name: &str, own: &str) -> usize {
             let _ = fs::remove_file(dir.join(format!("{key}.{ext}")));
         }
         removed += usize::from(lock.is_some());
-        tracing::debug!("removed the partial files of {name}'s older content ({key})");
+        keys.remove(&key);
+        tracing::debug!("removed the partial files of an older content ({key})");
     }
     removed
 }

@@ -372,6 +372,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// A job from [`ClientEndpoint::poll_decode`], run (or not: it is run
     /// here then).
+    ///
     /// A job back after the run ended still counts: a block it verifies is
     /// written (and may complete its item), and one still short is kept
     /// with the rest ([`ClientEndpoint::suspend`]), so a driver that takes
