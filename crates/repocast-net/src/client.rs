@@ -374,10 +374,9 @@ pub async fn get(
 pub async fn get_until(
     opts: GetOptions,
     progress: Option<mpsc::UnboundedSender<Progress>>,
-    stop: Option<watch::Receiver<bool>>,
+    mut stop: Option<watch::Receiver<bool>>,
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
-    let mut stop = stop;
     let (sock, key) = tokio::select! {
         c = connect(opts.server, &opts.trust) => c?,
         _ = stopping(stop.as_mut()) => return Err(NetError::Ended(STOPPED.into())),

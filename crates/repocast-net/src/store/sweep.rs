@@ -33,13 +33,12 @@ pub(super) fn partial_key_of(file: &str) -> Option<(&str, &str)> {
 /// as the store knows them) that are not of content `own` (the
 /// `partial_key` being opened: its own key, and `own-PID[-N]` of a second
 /// store on that content), unless another store holds them; those removed
-/// leave `keys`. Returns how many partial files went.
-pub(super) fn superseded(dir: &Path, keys: &mut BTreeSet<String>, own: &str) -> usize {
+/// leave `keys`.
+pub(super) fn superseded(dir: &Path, keys: &mut BTreeSet<String>, own: &str) {
     let older: Vec<String> = (keys.iter())
         .filter(|key| *key != own && !key.starts_with(&format!("{own}-")))
         .cloned()
         .collect();
-    let mut removed = 0;
     for key in older {
         let part = dir.join(format!("{key}.part"));
         // Held under its lock while the rest goes; no `.part` (a journal
@@ -51,9 +50,7 @@ pub(super) fn superseded(dir: &Path, keys: &mut BTreeSet<String>, own: &str) -> 
         for ext in PARTIAL_SUFFIXES {
             let _ = fs::remove_file(dir.join(format!("{key}.{ext}")));
         }
-        removed += usize::from(lock.is_some());
         keys.remove(&key);
         tracing::debug!("removed the partial files of an older content ({key})");
     }
-    removed
 }

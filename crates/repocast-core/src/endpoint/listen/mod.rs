@@ -45,7 +45,7 @@ use crate::wire::DataRepr;
 use crate::wire::catalogue::HeadKind;
 use crate::{Instant, SessionId};
 use cuts::Cuts;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Data of a version whose catalogue is still coming is kept up to this
@@ -367,8 +367,10 @@ impl<S: BlockStore> ListenEndpoint<S> {
                 // removed, a pack regrouped) are dropped, or they would
                 // stay on disk for good.
                 let mut s = i.into_store();
+                let still: BTreeSet<&str> =
+                    (selected.iter()).map(|(m, _)| m.name.as_str()).collect();
                 for (item, name) in &self.names {
-                    if selected.iter().any(|(m, _)| &m.name == name) {
+                    if still.contains(name.as_str()) {
                         s.close(*item);
                     } else {
                         s.discard(*item);
