@@ -112,7 +112,10 @@ pub struct EndpointLimits {
     /// connection whose bytes would go over is closed.
     pub max_buffered_bytes: usize,
     /// Frames waiting to be written to one connection; a peer that does
-    /// not read that many is closed.
+    /// not read that many is closed. Large enough that a request for
+    /// every file of a large repository is not taken for one (it is
+    /// answered with a manifest per file at once): the net driver's
+    /// bound on the frames' bytes is the one that binds.
     pub max_queued_frames: usize,
     /// After a key rotation is asked for, how long the old key stays in
     /// use while the new one reaches every client over its connection.
@@ -220,7 +223,7 @@ impl Profile {
             },
             max_connections: 4096,
             max_buffered_bytes: 64 << 20,
-            max_queued_frames: 4096,
+            max_queued_frames: 1 << 19,
             rekey_grace: Duration::from_secs(2),
         }
     }

@@ -281,7 +281,7 @@ async fn drive<S: BlockStore>(
         }
         // Only the wanted items' data reaches this process.
         if let Some(g) = groups.as_ref().filter(|_| changed) {
-            let want = ep.wanted_items();
+            let want = ep.wanted_items(socket::MAX_FILTER_ITEMS);
             if want != filter {
                 socket::filter_items(g.data.socket(), want.as_deref())?;
                 filter = want;

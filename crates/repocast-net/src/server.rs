@@ -82,8 +82,13 @@ struct ConnTasks {
 }
 
 /// Bytes of frames queued for one connection's writer before the peer
-/// counts as not reading.
+/// counts as not reading (each frame counts [`FRAME_COST`] more).
 const MAX_QUEUED_CONN: usize = 32 << 20;
+/// What a queued frame costs beyond its bytes (its slot and allocation),
+/// so a burst of many small frames is bounded as its memory is: a
+/// request for 20,000 small files is answered with 20,000 manifests at
+/// once, about 4 MiB counted.
+const FRAME_COST: usize = 64;
 /// Bytes of frames queued across all connections; past it the connection
 /// holding the most is closed as not reading.
 const MAX_QUEUED_TOTAL: usize = 64 << 20;
@@ -299,7 +304,7 @@ impl Pump {
         let mut hangup =
             tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok();
         loop {
-            self.drain(&mut buf, &prep).await;
+            self.drain(&mut buf, &prep, &mut ev_rx).await;
             let deadline = alarm.target(self.endpoint.poll_timeout(), self.start);
             tokio::select! {
                 acc = listener.accept() => match acc {
@@ -311,18 +316,15 @@ impl Pump {
                         tokio::time::sleep(Duration::from_millis(100)).await;
                     }
                 },
-                Some(ev) = ev_rx.recv() => {
-                    let now = core_now(self.start);
-                    match ev {
-                        ConnEvent::Bytes(c, b) => self.endpoint.handle_stream(now, c, &b),
-                        ConnEvent::Closed(c) => {
-                            self.forget(c);
-                            self.endpoint.handle_close(now, c);
-                        }
-                    }
-                }
+                Some(ev) = ev_rx.recv() => self.on_conn(ev),
                 Some(job) = prep.done() => self.endpoint.prepared(job),
                 _ = crate::sleep_until(deadline) => {
+                    // What the connections sent before the deadline goes
+                    // in first: a busy pump must not count a report that
+                    // came in time, but was not read yet, as missing.
+                    while let Ok(ev) = ev_rx.try_recv() {
+                        self.on_conn(ev);
+                    }
                     self.endpoint.handle_timeout(core_now(self.start));
                 }
                 _ = tick.tick() => {
@@ -341,6 +343,18 @@ impl Pump {
         }
         self.publish();
         Ok(self.endpoint.server().stats())
+    }
+
+    /// Bytes from a connection, or its close.
+    fn on_conn(&mut self, ev: ConnEvent) {
+        let now = core_now(self.start);
+        match ev {
+            ConnEvent::Bytes(c, b) => self.endpoint.handle_stream(now, c, &b),
+            ConnEvent::Closed(c) => {
+                self.forget(c);
+                self.endpoint.handle_close(now, c);
+            }
+        }
     }
 
     fn connect(&mut self, sock: TcpStream, peer: SocketAddr, events: mpsc::Sender<ConnEvent>) {
@@ -381,7 +395,7 @@ impl Pump {
                     // Written: no longer held. Only what this connection
                     // still counted comes off the total (a released
                     // connection's count was taken off already).
-                    let n = frame.len();
+                    let n = frame.len() + FRAME_COST;
                     let prev = mine
                         .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| {
                             Some(x.saturating_sub(n))
@@ -426,6 +440,7 @@ impl Pump {
         &mut self,
         buf: &mut Vec<u8>,
         prep: &crate::jobs::Jobs<repocast_core::server::encoders::PrepareJob>,
+        events: &mut mpsc::Receiver<ConnEvent>,
     ) {
         let mut since = core_now(self.start);
         loop {
@@ -441,9 +456,14 @@ impl Pump {
             }
             // A pump that cannot keep up with its rate would otherwise
             // never leave this loop: let the connections' tasks (and, in
-            // `repocast bench`, the receiver) run.
+            // `repocast bench`, the receiver) run, and take in what they
+            // read, so reports and requests are not left unread (a report
+            // read late times out, and its item is sent again).
             if now - since > YIELD_AFTER {
                 tokio::task::yield_now().await;
+                while let Ok(ev) = events.try_recv() {
+                    self.on_conn(ev);
+                }
                 since = core_now(self.start);
             }
             match dest {
@@ -468,7 +488,7 @@ impl Pump {
         let Some(t) = self.conns.get(&c) else {
             return;
         };
-        let len = frame.len();
+        let len = frame.len() + FRAME_COST;
         let mine = t.queued.load(Ordering::Relaxed);
         let mut victim = None;
         if mine + len > MAX_QUEUED_CONN || t.out.try_send(frame.to_vec()).is_err() {

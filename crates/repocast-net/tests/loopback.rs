@@ -577,3 +577,35 @@ async fn a_server_with_a_batching_hold_holds_then_delivers() {
         "{stats:?}"
     );
 }
+
+/// A request for every file of a repository of thousands of small files
+/// (a source tree) completes. The server answers it with a manifest per
+/// file at once: more frames than its writer queue took (4,096), so it
+/// closed the connection as a peer that does not read, and every item
+/// failed; the client's and the store's bookkeeping then cost time
+/// quadratic in the files (a scan of every item per item).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_for_thousands_of_small_files_completes() {
+    let names: Vec<String> = (0..5000).map(|i| format!("d{}/f{i}", i % 10)).collect();
+    let files: Vec<(&str, usize)> = (names.iter())
+        .enumerate()
+        .map(|(i, n)| (n.as_str(), (i * 7919) % 3000))
+        .collect();
+    let repo = seeded_repo(&files, 3);
+    let srv = start(repo.path(), "FEC(maxloss+0.02)+R(inf)", |_| {}).await;
+    let out = tempfile::tempdir().expect("tmp");
+    let mut o = get_opts(&srv, out.path(), &[], 0.05, 1);
+    o.all = true;
+    let rep = client::get(o, None).await.expect("get");
+    let failed: Vec<_> = rep.items.iter().filter(|i| i.result.is_err()).collect();
+    assert!(
+        failed.is_empty(),
+        "{} failed, first {:?}",
+        failed.len(),
+        failed.first()
+    );
+    assert_eq!(rep.items.len(), files.len());
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    assert_delivered(repo.path(), out.path(), &all);
+    srv.stop().await.expect("stop");
+}

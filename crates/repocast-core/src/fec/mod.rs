@@ -85,6 +85,24 @@ impl CodeKind {
         CodeKind::ALL.into_iter().find(|c| c.name() == s)
     }
 
+    /// About the bytes a prepared encoder of a block of `k` symbols of
+    /// `t` bytes holds: the block, and with RaptorQ its intermediate
+    /// symbols (K' + S + H of them, S + H at most 4 sqrt(K') + 10 over RFC
+    /// 6330's table). For a block of a few symbols that is many times the
+    /// block: one symbol pads to K' = 10 and needs 27 intermediate ones.
+    pub fn encoder_bytes(self, k: u32, t: u16) -> u64 {
+        let block = k as u64 * t as u64;
+        match self {
+            CodeKind::RaptorQ => {
+                let kp =
+                    ::raptorq::extended_source_block_symbols(k.clamp(1, raptorq::MAX_K)) as u64;
+                let sh = 4 * (kp as f64).sqrt().ceil() as u64 + 10;
+                block + (kp + sh) * t as u64
+            }
+            CodeKind::ReedSolomon | CodeKind::Xor | CodeKind::Exact => 2 * block,
+        }
+    }
+
     /// Largest source block this code accepts, in symbols.
     pub fn max_block_symbols(self) -> u32 {
         match self {

@@ -80,6 +80,9 @@ pub struct DemandTable {
     transmissions: u64,
     /// Each item's size in symbols, for breaking ties (empty: by id only).
     sizes: Vec<u64>,
+    /// The latest request time any wait was recorded with: no item's
+    /// oldest request is later.
+    latest_wait: Option<Instant>,
 }
 
 impl DemandTable {
@@ -94,6 +97,7 @@ impl DemandTable {
             changes: 0,
             transmissions: 0,
             sizes: Vec::new(),
+            latest_wait: None,
         }
     }
 
@@ -146,6 +150,12 @@ impl DemandTable {
     pub fn q(&self, item: ItemId) -> Option<f64> {
         let d = self.items.get(item.0 as usize)?;
         d.keys.first().map(|(k, _)| f64::from_bits(*k))
+    }
+
+    /// No waiting item's oldest request is later than this (`None`: nobody
+    /// has waited yet). O(1), where [`Self::oldest_request`] is per item.
+    pub fn latest_request(&self) -> Option<Instant> {
+        self.latest_wait
     }
 
     /// When the oldest outstanding request for `item` was made.
@@ -284,6 +294,7 @@ impl DemandTable {
             d.waiters.insert(client);
             d.add_key(key);
             d.by_time.insert((since, client));
+            self.latest_wait = Some(self.latest_wait.map_or(since, |l| l.max(since)));
             self.active.insert(item);
         }
         self.refile(client);

@@ -452,10 +452,7 @@ impl Hub<'_> {
             }
             let s = &mut self.slots[i];
             if changed {
-                let mut want = s.ep.wanted_items();
-                if let Some(w) = want.as_mut() {
-                    w.sort_unstable();
-                }
+                let want = s.ep.wanted_items(socket::MAX_FILTER_ITEMS);
                 if want != s.want {
                     s.want = want;
                     self.stale = true;

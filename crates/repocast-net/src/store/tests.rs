@@ -446,3 +446,38 @@ fn a_lock_is_taken_on_the_file_at_the_path() {
     assert!(is_at(&second, &path) && !is_at(&first, &path), "replaced");
     assert_eq!(fs::metadata(&path).expect("meta").len(), 10);
 }
+
+/// A folder is fsynced once its last open item is renamed into it, and
+/// the count of open items per folder follows opens, finishes, closes and
+/// discards (it replaced a scan of every open item per item).
+#[test]
+fn a_folder_is_synced_when_its_last_open_item_is_in() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(1));
+    let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
+    let renamed = |mut m: ManifestEntry, item: u32, name: &str| {
+        m.item = ItemId(item);
+        m.name = name.into();
+        m
+    };
+    let mut st = Store::new(dir.path()).expect("store");
+    let d = dir.path().join("d");
+    for (item, name) in [(1, "d/f"), (2, "d/g"), (3, "d/h"), (4, "e/f")] {
+        assert!(st.open(&renamed(m.clone(), item, name)).is_ok());
+    }
+    assert_eq!(st.open_in.get(&d), Some(&3));
+    for b in [1, 0] {
+        let at = layout.block_offset(b);
+        st.write_block(ItemId(1), b, at, &block(b))
+            .expect("written");
+    }
+    assert!(st.finish(ItemId(1)).expect("finished"));
+    assert!(st.unsynced.contains(&d), "d/g and d/h are still open");
+    st.close(ItemId(2));
+    assert!(st.unsynced.contains(&d));
+    st.discard(ItemId(3));
+    assert!(st.unsynced.is_empty(), "d's last open item is gone");
+    assert_eq!(st.open_in.len(), 1, "e/f is open: {:?}", st.open_in);
+    st.discard(ItemId(4));
+    assert!(st.open_in.is_empty());
+}

@@ -28,6 +28,7 @@
 
 mod admit;
 mod memory;
+mod wanted;
 
 use super::Channel;
 use super::signing::{BatchVerifier, VerifierStats};
@@ -212,6 +213,8 @@ pub struct ClientEndpoint<S: BlockStore> {
     catalogue: Vec<CatalogueEntry>,
     outcomes: BTreeMap<String, Outcome>,
     sizes: FastMap<ItemId, (String, u64)>,
+    /// The items still wanted, by name and id.
+    wanted: wanted::Wanted,
     /// Bytes per symbol of each item with a manifest.
     symbol_sizes: FastMap<ItemId, u64>,
     /// Partial blocks in memory, by when they last gained a symbol.
@@ -252,6 +255,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             catalogue: Vec::new(),
             outcomes: BTreeMap::new(),
             sizes: FastMap::default(),
+            wanted: wanted::Wanted::default(),
             symbol_sizes: FastMap::default(),
             lru: FastMap::default(),
             spill_batch: FastMap::default(),
@@ -342,9 +346,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// Records an item's outcome (the first one stands for its count).
     fn settle(&mut self, o: Outcome) {
-        if self.requested.contains(&o.name) && !self.outcomes.contains_key(&o.name) {
+        let requested = self.requested.contains(&o.name);
+        if requested && !self.outcomes.contains_key(&o.name) {
             self.settled += 1;
         }
+        self.wanted.settle(&o.name, requested);
         self.outcomes.insert(o.name.clone(), o);
     }
 
@@ -642,22 +648,12 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// The items whose data this receiver still wants, for a driver that
     /// drops the rest below the protocol (a kernel socket filter), so a
     /// receiver's work follows what it asked for, not the channel's rate.
-    /// `None` while a requested name has no item id yet (take everything).
-    pub fn wanted_items(&self) -> Option<Vec<ItemId>> {
-        let names = self.names.as_ref()?;
-        let resolved = self.sizes.len()
-            + (self.outcomes.keys())
-                .filter(|n| !self.sizes.values().any(|s| &s.0 == *n))
-                .count();
-        if resolved < names.len() && self.ended.is_none() {
-            return None;
-        }
-        let mut v: Vec<ItemId> = (self.sizes.iter())
-            .filter(|(_, (name, _))| !self.outcomes.contains_key(name))
-            .map(|(i, _)| *i)
-            .collect();
-        v.sort_unstable();
-        Some(v)
+    /// Sorted; `None` (take everything) while a requested name has no item
+    /// id yet, or when more than `max` items are wanted (a filter that
+    /// long would cost more than it saves). Costs the items returned.
+    pub fn wanted_items(&self, max: usize) -> Option<Vec<ItemId>> {
+        self.names.as_ref()?;
+        (self.wanted).items(self.requested.len(), self.ended.is_some(), max)
     }
 
     /// Why the run ended early (a bad message, a close, the idle timeout),
@@ -690,8 +686,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     fn size_of(&self, name: &str) -> u64 {
-        (self.sizes.values())
-            .find(|(n, _)| n == name)
+        (self.wanted.id_of(name))
+            .and_then(|i| self.sizes.get(&i))
             .map_or(0, |s| s.1)
     }
 
@@ -776,6 +772,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             return self.client.abandon(m.item, reason);
         }
         self.sizes.insert(m.item, (m.name.clone(), m.size));
+        self.wanted.manifest(m.item, &m.name, requested);
         self.symbol_sizes.insert(m.item, m.fec.symbol_size as u64);
         let layout = match Layout::new(m.size, &m.fec) {
             Ok(l) => l,

@@ -421,7 +421,7 @@ impl Transmission {
                         Some(c) => c,
                         None => &mut self.own,
                     };
-                    let bytes = layout.block_len(block);
+                    let bytes = super::encoders::charge(layout, code, block);
                     let mut loaded = false;
                     let load = || {
                         loaded = true;
