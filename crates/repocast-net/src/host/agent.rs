@@ -31,6 +31,13 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 use tokio::sync::oneshot;
 
+/// Most items a request's list of wanted items holds for handing it only
+/// their packets (a binary search per packet); a request wanting more
+/// takes every packet, as it would alone past the kernel filter's bound
+/// (`socket::MAX_FILTER_ITEMS`). The list is made again whenever the
+/// request's items change, so its length bounds that cost.
+const ROUTE_ITEMS: usize = 4096;
+
 /// Most datagrams read from one group per wake-up.
 const RECV_BATCH: usize = 512;
 /// How long a connected `get` may take to send its request.
@@ -452,7 +459,7 @@ impl Hub<'_> {
             }
             let s = &mut self.slots[i];
             if changed {
-                let want = s.ep.wanted_items(socket::MAX_FILTER_ITEMS);
+                let want = s.ep.wanted_items(ROUTE_ITEMS);
                 if want != s.want {
                     s.want = want;
                     self.stale = true;

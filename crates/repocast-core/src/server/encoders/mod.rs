@@ -141,15 +141,18 @@ impl Stream {
     }
 }
 
-/// What a kept encoder of `block` counts against `serve`'s cache budget: its
-/// block's bytes, or half what the encoder holds if that is more (the
-/// budget is in bytes of block data, and an encoder of a large block holds
-/// about as many again; one of a block of a few symbols holds many times
-/// its block: 20,000 files of a few KiB each once kept 780 MiB of encoders
-/// under a budget of 32 MiB).
+/// What a kept encoder of `block` counts against `serve`'s cache budget.
+/// The budget is in bytes of block data, and an encoder of a block of 50
+/// symbols or more holds about as many bytes again: those count their
+/// block's bytes. One of a block of a few symbols holds many times its
+/// block (20,000 files of a few KiB each once kept 780 MiB of encoders
+/// under a budget of 32 MiB), so an encoder holding over three times its
+/// block counts half what it holds: the cache's memory stays within about
+/// twice its budget whatever the blocks.
 pub(in crate::server) fn charge(layout: &Layout, code: CodeKind, block: u32) -> u64 {
-    let k = layout.block_symbols(block);
-    (layout.block_len(block)).max(code.encoder_bytes(k, layout.symbol_size()) / 2)
+    let (k, len) = (layout.block_symbols(block), layout.block_len(block));
+    let held = code.encoder_bytes(k, layout.symbol_size());
+    if held > 3 * len { held / 2 } else { len }
 }
 
 struct Kept {
@@ -609,7 +612,7 @@ mod tests {
 
     /// A kept encoder counts what it holds: a block of one symbol is
     /// charged many times its bytes (RaptorQ pads it to 10 and makes 27
-    /// intermediate symbols), a large block about its own bytes.
+    /// intermediate symbols), a large block its own bytes.
     #[test]
     fn a_small_blocks_encoder_is_charged_what_it_holds() {
         use crate::wire::FecParams;
@@ -622,8 +625,9 @@ mod tests {
         let tiny = Layout::new(100, &rq).expect("layout");
         assert!(charge(&tiny, CodeKind::RaptorQ, 0) >= 14 * 1320);
         let large = Layout::new(1000 * 1320, &rq).expect("layout");
-        let c = charge(&large, CodeKind::RaptorQ, 0);
-        assert!((1000 * 1320..1100 * 1320).contains(&c), "{c}");
+        assert_eq!(charge(&large, CodeKind::RaptorQ, 0), 1000 * 1320);
+        let fifty = Layout::new(50 * 1320, &rq).expect("layout");
+        assert_eq!(charge(&fifty, CodeKind::RaptorQ, 0), 50 * 1320);
         let rs = Layout::new(1000 * 1320, &fec(CodeKind::ReedSolomon)).expect("layout");
         assert_eq!(charge(&rs, CodeKind::ReedSolomon, 0), 1000 * 1320);
         // So a budget of 32 MiB keeps about 1,400 tiny blocks' encoders
