@@ -111,12 +111,13 @@ pub struct EndpointLimits {
     /// Bytes of incomplete frames buffered across all connections; the
     /// connection whose bytes would go over is closed.
     pub max_buffered_bytes: usize,
-    /// Frames waiting to be written to one connection; a peer that does
-    /// not read that many is closed. Large enough that a request for
-    /// every file of a large repository is not taken for one (it is
-    /// answered with a manifest per file at once): the net driver's
-    /// bound on the frames' bytes is the one that binds.
-    pub max_queued_frames: usize,
+    /// Bytes of frames waiting to be written to one connection; a peer
+    /// that leaves more unread is closed. The driver counts each frame a
+    /// few bytes more than its length (its slot and allocation), so many
+    /// small frames are bounded as their memory is: a request for every
+    /// file of a large repository is answered with a manifest per file at
+    /// once, and 20,000 of them count about 4 MiB.
+    pub max_queued_bytes: usize,
     /// After a key rotation is asked for, how long the old key stays in
     /// use while the new one reaches every client over its connection.
     pub rekey_grace: Duration,
@@ -223,7 +224,7 @@ impl Profile {
             },
             max_connections: 4096,
             max_buffered_bytes: 64 << 20,
-            max_queued_frames: 1 << 19,
+            max_queued_bytes: 32 << 20,
             rekey_grace: Duration::from_secs(2),
         }
     }

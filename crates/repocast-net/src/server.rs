@@ -81,13 +81,9 @@ struct ConnTasks {
     queued: Arc<AtomicUsize>,
 }
 
-/// Bytes of frames queued for one connection's writer before the peer
-/// counts as not reading (each frame counts [`FRAME_COST`] more).
-const MAX_QUEUED_CONN: usize = 32 << 20;
 /// What a queued frame costs beyond its bytes (its slot and allocation),
-/// so a burst of many small frames is bounded as its memory is: a
-/// request for 20,000 small files is answered with 20,000 manifests at
-/// once, about 4 MiB counted.
+/// so a burst of many small frames is bounded as its memory is
+/// ([`repocast_core::profile::EndpointLimits::max_queued_bytes`]).
 const FRAME_COST: usize = 64;
 /// Bytes of frames queued across all connections; past it the connection
 /// holding the most is closed as not reading.
@@ -372,8 +368,9 @@ impl Pump {
             }
         };
         let _ = sock.set_nodelay(true);
-        let (out_tx, mut out_rx) =
-            mpsc::channel::<Vec<u8>>(self.endpoint.limits().max_queued_frames);
+        // As many frames as the bound on bytes lets in (empty ones).
+        let slots = self.endpoint.limits().max_queued_bytes / FRAME_COST;
+        let (out_tx, mut out_rx) = mpsc::channel::<Vec<u8>>(slots.max(1));
         let cfg = self.tls.clone();
         let queued = Arc::new(AtomicUsize::new(0));
         let (mine, total) = (queued.clone(), self.queued.clone());
@@ -491,7 +488,8 @@ impl Pump {
         let len = frame.len() + FRAME_COST;
         let mine = t.queued.load(Ordering::Relaxed);
         let mut victim = None;
-        if mine + len > MAX_QUEUED_CONN || t.out.try_send(frame.to_vec()).is_err() {
+        let bound = self.endpoint.limits().max_queued_bytes;
+        if mine + len > bound || t.out.try_send(frame.to_vec()).is_err() {
             victim = Some(c);
         } else {
             t.queued.fetch_add(len, Ordering::Relaxed);

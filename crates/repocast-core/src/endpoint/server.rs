@@ -345,7 +345,7 @@ impl ServerEndpoint {
     }
 
     /// The driver could not queue a frame for `conn` within
-    /// [`EndpointLimits::max_queued_frames`]: the peer does not read.
+    /// [`EndpointLimits::max_queued_bytes`]: the peer does not read.
     /// A connection already closed is not counted again.
     pub fn handle_backlog(&mut self, now: Instant, conn: ClientId) {
         if self.conns.contains_key(&conn) {

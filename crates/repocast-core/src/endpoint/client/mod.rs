@@ -346,11 +346,10 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// Records an item's outcome (the first one stands for its count).
     fn settle(&mut self, o: Outcome) {
-        let requested = self.requested.contains(&o.name);
-        if requested && !self.outcomes.contains_key(&o.name) {
+        if self.requested.contains(&o.name) && !self.outcomes.contains_key(&o.name) {
             self.settled += 1;
+            self.wanted.settle(&o.name);
         }
-        self.wanted.settle(&o.name, requested);
         self.outcomes.insert(o.name.clone(), o);
     }
 
@@ -765,14 +764,14 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     fn on_manifest(&mut self, m: &crate::wire::ManifestEntry) {
-        let requested = self.requested.contains(&m.name);
-        if !requested {
+        if !self.requested.contains(&m.name) {
             // The server answered a name we did not ask for.
             let reason = format!("the server sent {:?}, which was not requested", m.name);
             return self.client.abandon(m.item, reason);
         }
-        self.sizes.insert(m.item, (m.name.clone(), m.size));
-        self.wanted.manifest(m.item, &m.name, requested);
+        let previous = self.sizes.insert(m.item, (m.name.clone(), m.size));
+        let settled = self.outcomes.contains_key(&m.name);
+        (self.wanted).manifest(m.item, &m.name, previous.map(|p| p.0).as_deref(), settled);
         self.symbol_sizes.insert(m.item, m.fec.symbol_size as u64);
         let layout = match Layout::new(m.size, &m.fec) {
             Ok(l) => l,
