@@ -107,7 +107,7 @@ fn with_sizes_ties_break_to_the_smallest_item() {
     }
     let mut sizes = vec![100u64; 10];
     (sizes[3], sizes[5], sizes[7], sizes[8]) = (900, 40, 40, 10);
-    t.set_sizes(sizes);
+    t.set_sizes(sizes, true);
     for kind in ["rq", "rq-fill", "popular"] {
         let mut s = SchedulerKind::from_name(kind).expect("known").build();
         assert_eq!(s.select(&t, Instant::ZERO), Some(ItemId(8)), "{kind}");
@@ -218,27 +218,26 @@ fn a_repeated_wait_keeps_its_first_request_time() {
     assert_eq!(t.active().count(), 0);
 }
 
-/// `waited_only_by` names the items whose every waiter is in a set, and
-/// spends at most its budget of waiters finding out.
+/// `symbols_waited_by_others` counts the items some client other than an
+/// item's waiters waits for, and within its budget of waiters tells the
+/// rest apart.
 #[test]
-fn waited_only_by_checks_every_waiter_within_its_budget() {
-    // A {1,2,3}, B {2,4}, C {2,3}.
-    let t = example(QKey::Count);
-    let (a, b, c) = (ClientId(0), ClientId(1), ClientId(2));
-    let only = |item: u32, set: &[ClientId], budget: usize| {
-        let mut left = budget;
-        let r = t.waited_only_by(ItemId(item), set, &mut left);
-        (r, budget - left)
+fn symbols_waited_by_others_skips_the_items_of_the_same_waiters() {
+    // A {1,2,3}, B {2,4}, C {2,3}; item i has 10 i symbols.
+    let mut t = example(QKey::Count);
+    t.set_sizes(vec![0, 10, 20, 30, 40], false);
+    let others = |item: u32, enough: u64, budget: usize| {
+        t.symbols_waited_by_others(ItemId(item), enough, budget)
     };
-    assert_eq!(only(1, &[a], 10), (true, 1));
-    assert_eq!(only(3, &[a, c], 10), (true, 2));
-    assert_eq!(only(3, &[a, b], 10), (false, 2));
-    // More waiters than the set: no waiter looked at.
-    assert_eq!(only(2, &[a, c], 10), (false, 0));
-    assert_eq!(only(2, &[a, b, c], 10), (true, 3));
-    // Out of budget: not looked at, counted as waited for by others.
-    assert_eq!(only(2, &[a, b, c], 2), (false, 0));
-    // Nobody waits for item 0; an unknown item is nobody's.
-    assert_eq!(only(0, &[], 10), (true, 0));
-    assert_eq!(only(9, &[a], 10), (false, 0));
+    // Item 3 (A, C): item 1 (A alone) does not count; 2 and 4 do.
+    assert_eq!(others(3, 1000, 10), Some(60));
+    // Item 2 (A, B, C): every other item is waited for only by them.
+    assert_eq!(others(2, 1000, 10), None);
+    // No budget: every other group counts.
+    assert_eq!(others(2, 1000, 0), Some(80));
+    // Counting stops once there is enough.
+    assert!(others(3, 20, 10).is_some_and(|n| (20..60).contains(&n)));
+    // An item nobody waits for: everything waiting counts.
+    assert_eq!(others(0, 1000, 10), Some(100));
+    assert_eq!(others(9, 1000, 10), Some(100));
 }

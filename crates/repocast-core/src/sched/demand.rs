@@ -1,14 +1,15 @@
 //! The demand table: which clients wait for which items, kept so that a
-//! scheduler decision costs one pass over the items with demand.
+//! scheduler decision costs one pass over the groups of items with the
+//! same waiters (`super::groups`), or over the items with demand.
 //!
-//! Per item it keeps its waiters (R is their number), the multiset of their
-//! Q keys (outstanding items, or outstanding items over fill rate; Q_i is
-//! the smallest), the waiters ordered by request time, and when the item
-//! was last sent. A client's key changes when its outstanding count or fill
-//! changes; the table then moves one count between two keys under each
-//! item it waits for (with count keys there are only a few distinct ones,
-//! so that is cheap: it runs for every item a client is served).
+//! Per item it keeps its group (its waiters: R is their number; the
+//! multiset of their Q keys, outstanding items or outstanding items over
+//! fill rate, Q_i the smallest), its waiters ordered by request time, and
+//! when it was last sent. A client's key changes when its outstanding count
+//! or fill changes; the table then moves one count between two keys in each
+//! group it is in.
 
+use super::groups::{GroupId, Groups};
 use crate::hash::FastMap;
 use crate::{ClientId, Instant, ItemId};
 use std::collections::BTreeSet;
@@ -40,30 +41,10 @@ impl ClientDemand {
 
 #[derive(Debug, Default, Clone)]
 struct ItemDemand {
-    waiters: BTreeSet<ClientId>,
-    /// The waiters' keys with how many waiters have each, ascending (few
-    /// distinct keys with count keys: a sorted vector beats a tree).
-    keys: Vec<(u64, u32)>,
+    /// The group of its waiters (`None`: nobody waits).
+    group: Option<GroupId>,
     by_time: BTreeSet<(Instant, ClientId)>,
     last_sent: Option<u64>,
-}
-
-impl ItemDemand {
-    fn add_key(&mut self, key: u64) {
-        match self.keys.binary_search_by_key(&key, |e| e.0) {
-            Ok(i) => self.keys[i].1 += 1,
-            Err(i) => self.keys.insert(i, (key, 1)),
-        }
-    }
-
-    fn remove_key(&mut self, key: u64) {
-        if let Ok(i) = self.keys.binary_search_by_key(&key, |e| e.0) {
-            self.keys[i].1 -= 1;
-            if self.keys[i].1 == 0 {
-                self.keys.remove(i);
-            }
-        }
-    }
 }
 
 /// Who waits for what.
@@ -78,11 +59,20 @@ pub struct DemandTable {
     /// Bumped whenever somebody starts or stops waiting for something.
     changes: u64,
     transmissions: u64,
-    /// Each item's size in symbols, for breaking ties (empty: by id only).
+    /// Each item's size in symbols (empty: unknown, all 0).
     sizes: Vec<u64>,
+    /// Whether schedulers break ties by size (then id), not by id only.
+    size_ties: bool,
+    /// The waiting items grouped by their waiters.
+    groups: Groups,
     /// The latest request time any wait was recorded with: no item's
     /// oldest request is later.
     latest_wait: Option<Instant>,
+    /// Every waiting item by its oldest request (the batching hold looks
+    /// only at the recent ones).
+    by_oldest: BTreeSet<(Instant, ItemId)>,
+    /// The symbols of every waiting item.
+    active_symbols: u64,
 }
 
 impl DemandTable {
@@ -97,19 +87,39 @@ impl DemandTable {
             changes: 0,
             transmissions: 0,
             sizes: Vec::new(),
+            size_ties: false,
+            groups: Groups::default(),
             latest_wait: None,
+            by_oldest: BTreeSet::new(),
+            active_symbols: 0,
         }
     }
 
-    /// Breaks schedulers' ties by size from now on: of equal scores, the
-    /// item of the fewest `sizes` (symbols, by item id) goes first.
-    pub fn set_sizes(&mut self, sizes: Vec<u64>) {
+    /// Sets each item's size in symbols (by item id), and whether
+    /// schedulers break ties by it: of equal scores, the item of the fewest
+    /// symbols goes first (then the lowest id).
+    pub fn set_sizes(&mut self, sizes: Vec<u64>, ties: bool) {
         self.sizes = sizes;
+        self.size_ties = ties;
+        let mut groups = std::mem::take(&mut self.groups);
+        groups.resize(|i| self.tie_size(i), |i| self.symbols(i));
+        self.groups = groups;
+        self.active_symbols =
+            (self.active.iter()).fold(0, |a, &i| a.saturating_add(self.symbols(i)));
     }
 
-    /// The size ties are broken by (0 for all without sizes).
-    pub fn tie_size(&self, item: ItemId) -> u64 {
+    /// `item`'s size in symbols (0 if unknown).
+    pub fn symbols(&self, item: ItemId) -> u64 {
         self.sizes.get(item.0 as usize).copied().unwrap_or(0)
+    }
+
+    /// The size ties are broken by (0 for all without size ties).
+    pub fn tie_size(&self, item: ItemId) -> u64 {
+        if self.size_ties {
+            self.symbols(item)
+        } else {
+            0
+        }
     }
 
     /// Items in the catalogue.
@@ -139,23 +149,49 @@ impl DemandTable {
         self.changes
     }
 
+    fn group_of(&self, item: ItemId) -> Option<&super::groups::Group> {
+        let g = self.items.get(item.0 as usize)?.group?;
+        self.groups.get(g)
+    }
+
     /// R_i: clients waiting for `item`.
     pub fn r(&self, item: ItemId) -> u32 {
-        self.items
-            .get(item.0 as usize)
-            .map_or(0, |d| d.waiters.len() as u32)
+        self.group_of(item).map_or(0, |g| g.waiters.len() as u32)
     }
 
     /// Q_i as the table's key (smallest among the waiters), if any waits.
     pub fn q(&self, item: ItemId) -> Option<f64> {
-        let d = self.items.get(item.0 as usize)?;
-        d.keys.first().map(|(k, _)| f64::from_bits(*k))
+        let g = self.group_of(item)?;
+        g.keys.first().map(|(k, _)| f64::from_bits(*k))
+    }
+
+    /// One eligible item of each group of items with the same waiters: its
+    /// first by [`Self::tie_size`], then id. A score that depends only on
+    /// the waiters (R, Q) is the same for all of a group, so the best of
+    /// these is the best of all ([`super::scores::best_of_groups`]).
+    pub fn group_firsts(&self) -> impl Iterator<Item = ItemId> + '_ {
+        (self.groups.iter()).filter_map(|(_, g)| {
+            (g.items.iter())
+                .map(|&(_, i)| i)
+                .find(|i| self.held.is_empty() || !self.held.contains(i))
+        })
     }
 
     /// No waiting item's oldest request is later than this (`None`: nobody
     /// has waited yet). O(1), where [`Self::oldest_request`] is per item.
     pub fn latest_request(&self) -> Option<Instant> {
         self.latest_wait
+    }
+
+    /// The waiting items whose oldest request was made at `since` or
+    /// later, with that time, oldest first.
+    pub fn requested_since(&self, since: Instant) -> impl Iterator<Item = (Instant, ItemId)> + '_ {
+        self.by_oldest.range((since, ItemId(0))..).copied()
+    }
+
+    /// The symbols of every waiting item, in all.
+    pub fn active_symbols(&self) -> u64 {
+        self.active_symbols
     }
 
     /// When the oldest outstanding request for `item` was made.
@@ -197,26 +233,44 @@ impl DemandTable {
 
     /// Clients waiting for `item`, ascending by id.
     pub fn waiters(&self, item: ItemId) -> Vec<ClientId> {
-        self.items
-            .get(item.0 as usize)
-            .map(|d| d.waiters.iter().copied().collect())
+        self.group_of(item)
+            .map(|g| g.waiters.clone())
             .unwrap_or_default()
     }
 
-    /// Whether every client waiting for `item` is one of `clients`
-    /// (ascending by id, as [`Self::waiters`] gives them), looking at no
-    /// more than `budget` waiters (spent from it; `false` once it would
-    /// run out), so a caller asking this of many items does bounded work.
-    pub fn waited_only_by(&self, item: ItemId, clients: &[ClientId], budget: &mut usize) -> bool {
-        let Some(d) = self.items.get(item.0 as usize) else {
-            return false;
-        };
-        let n = d.waiters.len();
-        if n > clients.len() || n > *budget {
-            return false;
+    /// The symbols of the waiting items besides `item` that a client not
+    /// among `item`'s waiters waits for (items only they wait for do not
+    /// count), counted until they reach `enough`; `None` if there are no
+    /// such items. Looks at no more than `budget` waiters in all to tell
+    /// (past it, every further group counts), so its work is bounded
+    /// however many items and clients wait.
+    pub fn symbols_waited_by_others(
+        &self,
+        item: ItemId,
+        enough: u64,
+        mut budget: usize,
+    ) -> Option<u64> {
+        let own = self.items.get(item.0 as usize).and_then(|d| d.group);
+        let mine = self.group_of(item).map_or(&[][..], |g| &g.waiters[..]);
+        let mut total: Option<u64> = None;
+        for (id, g) in self.groups.iter() {
+            if Some(id) == own {
+                continue;
+            }
+            let n = g.waiters.len();
+            if n <= mine.len() && n <= budget {
+                budget -= n;
+                if g.waiters.iter().all(|c| mine.binary_search(c).is_ok()) {
+                    continue;
+                }
+            }
+            let sum = total.unwrap_or(0).saturating_add(g.symbols);
+            total = Some(sum);
+            if sum >= enough {
+                break;
+            }
         }
-        *budget -= n;
-        d.waiters.iter().all(|c| clients.binary_search(c).is_ok())
+        total
     }
 
     /// Whether `client` waits for `item`.
@@ -241,7 +295,17 @@ impl DemandTable {
         }
     }
 
-    /// Re-files `client` under each of its items after its key changed.
+    /// `item`'s oldest request moved from `was` to `now` (`None`: none).
+    fn refile_oldest(&mut self, item: ItemId, was: Option<Instant>, now: Option<Instant>) {
+        if let Some(w) = was {
+            self.by_oldest.remove(&(w, item));
+        }
+        if let Some(n) = now {
+            self.by_oldest.insert((n, item));
+        }
+    }
+
+    /// Re-files `client` in each of its groups after its key changed.
     fn refile(&mut self, client: ClientId) {
         let Some(c) = self.clients.get_mut(&client) else {
             return;
@@ -252,12 +316,19 @@ impl DemandTable {
             return;
         }
         c.key = new_key;
-        for (it, _) in &c.waiting {
-            if let Some(d) = self.items.get_mut(it.0 as usize) {
-                d.remove_key(old_key);
-                d.add_key(new_key);
-            }
-        }
+        self.groups.rekey(client, old_key, new_key);
+    }
+
+    /// Moves `item` to the group of its waiters with `client` added
+    /// (`join`) or taken out.
+    fn regroup(&mut self, item: ItemId, client: ClientId, join: bool) {
+        let (tie, symbols) = (self.tie_size(item), self.symbols(item));
+        let Some(d) = self.items.get_mut(item.0 as usize) else {
+            return;
+        };
+        let clients = &self.clients;
+        let key = |c: ClientId| clients.get(&c).map_or(0, |c| c.key);
+        d.group = (self.groups).change(d.group, item, tie, symbols, client, join, key);
     }
 
     /// Sets `client`'s fill rate (fraction of packets it receives).
@@ -276,12 +347,14 @@ impl DemandTable {
     /// Records that `client` (now) waits for each of `items`, re-filing it
     /// once (a whole request at a time). Unknown items are ignored.
     pub fn add_waits(&mut self, client: ClientId, items: &[ItemId], since: Instant) {
-        let c = self.clients.entry(client).or_insert_with(|| ClientDemand {
+        self.clients.entry(client).or_insert_with(|| ClientDemand {
             fill: 1.0,
             ..Default::default()
         });
-        let key = c.key;
         for &item in items {
+            let Some(c) = self.clients.get_mut(&client) else {
+                return;
+            };
             let Some(d) = self.items.get_mut(item.0 as usize) else {
                 continue;
             };
@@ -291,11 +364,16 @@ impl DemandTable {
             };
             c.waiting.insert(at, (item, since));
             self.changes += 1;
-            d.waiters.insert(client);
-            d.add_key(key);
+            let was = d.by_time.first().map(|e| e.0);
             d.by_time.insert((since, client));
+            if was.is_none_or(|w| since < w) {
+                self.refile_oldest(item, was, Some(since));
+            }
             self.latest_wait = Some(self.latest_wait.map_or(since, |l| l.max(since)));
-            self.active.insert(item);
+            if self.active.insert(item) {
+                self.active_symbols = self.active_symbols.saturating_add(self.symbols(item));
+            }
+            self.regroup(item, client, true);
         }
         self.refile(client);
     }
@@ -310,13 +388,17 @@ impl DemandTable {
         };
         let (_, since) = c.waiting.remove(at);
         self.changes += 1;
-        let key = c.key;
+        self.regroup(item, client, false);
         if let Some(d) = self.items.get_mut(item.0 as usize) {
-            d.waiters.remove(&client);
-            d.remove_key(key);
+            let was = d.by_time.first().map(|e| e.0);
             d.by_time.remove(&(since, client));
-            if d.waiters.is_empty() {
-                self.active.remove(&item);
+            let now = d.by_time.first().map(|e| e.0);
+            let gone = d.group.is_none() && self.active.remove(&item);
+            if was != now {
+                self.refile_oldest(item, was, now);
+            }
+            if gone {
+                self.active_symbols = self.active_symbols.saturating_sub(self.symbols(item));
             }
         }
         self.refile(client);

@@ -30,7 +30,7 @@
 //! in `docs/benchmarks.md`.
 
 use super::DemandTable;
-use crate::{Instant, ItemId};
+use crate::Instant;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -40,31 +40,32 @@ pub const HOLD_SHARE: f64 = 0.75;
 
 /// Marks in `table` the waiting items still held at `now` (the scheduler
 /// skips them) and returns when the earliest of those holds ends, or
-/// `None` if no item is held. `copy_time` is an item's one-copy link time
-/// (its symbols times the packet interval).
+/// `None` if no item is held. An item's one-copy link time is its symbols
+/// ([`DemandTable::symbols`]) times `interval`, the packet interval.
 pub fn apply(
     table: &mut DemandTable,
     cap: Duration,
     now: Instant,
-    copy_time: impl Fn(ItemId) -> Duration,
+    interval: Duration,
 ) -> Option<Instant> {
     // A hold ends at most `cap` after the item's oldest request: once the
-    // latest request is that old, nothing is held, and the pass over every
-    // waiting item (per send: most of a server's time when thousands of
-    // small files wait) is not needed.
+    // latest request is that old, nothing is held, and only the items
+    // asked for within `cap` are looked at (when thousands of small files
+    // wait, a pass over all of them per send was most of a server's time).
     if table.latest_request().is_none_or(|l| l + cap <= now) {
         table.set_held(BTreeSet::new());
         return None;
     }
-    let times: Vec<(ItemId, Duration)> = table.active().map(|i| (i, copy_time(i))).collect();
-    let total = (times.iter()).fold(Duration::ZERO, |a, (_, t)| a.saturating_add(*t));
+    let copy_time = |symbols: u64| {
+        let nanos = interval.as_nanos().saturating_mul(u128::from(symbols));
+        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
+    };
+    let total = copy_time(table.active_symbols());
     let mut held = BTreeSet::new();
     let mut wake: Option<Instant> = None;
-    for (item, own) in times {
+    for (oldest, item) in table.requested_since(now.saturating_sub(cap)) {
+        let own = copy_time(table.symbols(item));
         let others = total.saturating_sub(own).mul_f64(HOLD_SHARE);
-        let Some(oldest) = table.oldest_request(item) else {
-            continue;
-        };
         let due = oldest + others.min(cap);
         if due > now {
             held.insert(item);
@@ -78,8 +79,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ClientId;
     use crate::sched::QKey;
+    use crate::{ClientId, ItemId};
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -92,8 +93,9 @@ mod tests {
     #[test]
     fn a_lone_request_is_never_held() {
         let mut t = DemandTable::new(4, QKey::Count);
+        t.set_sizes(vec![800; 4], false);
         t.add_wait(ClientId(1), ItemId(2), at(0));
-        assert_eq!(apply(&mut t, ms(4000), at(0), |_| ms(800)), None);
+        assert_eq!(apply(&mut t, ms(4000), at(0), ms(1)), None);
         assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(2)]);
     }
 
@@ -102,7 +104,8 @@ mod tests {
         let mut t = DemandTable::new(4, QKey::Count);
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(100));
-        let cost = |_| ms(2000);
+        t.set_sizes(vec![2000; 4], false);
+        let cost = ms(1);
         // Item 1 is held until 100 + min(0.75 x 2,000, 1,000).
         assert_eq!(apply(&mut t, ms(1000), at(500), cost), Some(at(1000)));
         assert_eq!(t.latest_request(), Some(at(100)));
@@ -116,7 +119,8 @@ mod tests {
         // Item 0 (400 ms a copy) and item 1 (2,000 ms) asked for at 0.
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(0));
-        let cost = |i: ItemId| if i == ItemId(0) { ms(400) } else { ms(2000) };
+        t.set_sizes(vec![400, 2000, 0, 0], false);
+        let cost = ms(1);
         // Item 0 waits 0.75 x 2,000 = 1,500 ms, item 1 0.75 x 400 = 300.
         assert_eq!(apply(&mut t, ms(4000), at(0), cost), Some(at(300)));
         assert_eq!(t.eligible().count(), 0);
@@ -135,7 +139,8 @@ mod tests {
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(900));
         t.add_wait(ClientId(3), ItemId(0), at(950));
-        let cost = |_| ms(1000);
+        t.set_sizes(vec![1000; 4], false);
+        let cost = ms(1);
         // Item 0's hold (750 ms) ran out at 750 ms; item 1's ends at 1,650.
         assert_eq!(apply(&mut t, ms(4000), at(1000), cost), Some(at(1650)));
         assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(0)]);

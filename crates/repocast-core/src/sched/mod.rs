@@ -7,9 +7,12 @@
 //! schedulers ([`push`]) cycle the whole catalogue: MAD and the flat
 //! carousel. Every scheduler breaks ties by the lowest item id. The
 //! batching [`hold`] keeps items just asked for back from the request-mode
-//! schedulers on a busy server.
+//! schedulers on a busy server. The table groups the waiting items by
+//! their waiters (`groups`), so that R/Q and most-requested score one item
+//! per group, however many items one client waits for.
 
 pub mod demand;
+mod groups;
 pub mod hold;
 pub mod push;
 pub mod scores;

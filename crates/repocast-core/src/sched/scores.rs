@@ -2,7 +2,9 @@
 //!
 //! R/Q (SPEC 3.1's default), R/(Q/fill), FIFO, most-requested and RxW. Each
 //! is one scoring function over the [`DemandTable`]; [`best`] runs the scan
-//! and breaks ties by the lowest item id.
+//! over every eligible item, [`best_of_groups`] over one per group of items
+//! with the same waiters (for scores of R and Q alone), and both break ties
+//! by the smallest item ([`DemandTable::tie_size`]), then the lowest id.
 
 use super::{DemandTable, QKey, Scheduler};
 use crate::{Instant, ItemId};
@@ -21,6 +23,20 @@ pub fn best(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option
     top.map(|(_, _, i)| i)
 }
 
+/// [`best`] for a score that depends only on who waits for an item (R,
+/// Q): the same item, from one candidate per group of items with the same
+/// waiters, so a client waiting for thousands of items costs one.
+pub fn best_of_groups(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
+    let mut top: Option<(f64, u64, ItemId)> = None;
+    for item in table.group_firsts() {
+        let (s, size) = (score(item), table.tie_size(item));
+        if top.is_none_or(|(b, z, i)| s > b || (s == b && (size < z || size == z && item < i))) {
+            top = Some((s, size, item));
+        }
+    }
+    top.map(|(_, _, i)| i)
+}
+
 fn r_over_q(table: &DemandTable, item: ItemId) -> f64 {
     table.r(item) as f64 / table.q(item).unwrap_or(1.0).max(1e-9)
 }
@@ -31,7 +47,7 @@ pub struct RQ;
 
 impl Scheduler for RQ {
     fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
-        best(t, |i| r_over_q(t, i))
+        best_of_groups(t, |i| r_over_q(t, i))
     }
 }
 
@@ -44,7 +60,7 @@ impl Scheduler for RQFill {
         QKey::CountOverFill
     }
     fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
-        best(t, |i| r_over_q(t, i))
+        best_of_groups(t, |i| r_over_q(t, i))
     }
 }
 
@@ -66,7 +82,7 @@ pub struct MostRequested;
 
 impl Scheduler for MostRequested {
     fn select(&mut self, t: &DemandTable, _now: Instant) -> Option<ItemId> {
-        best(t, |i| t.r(i) as f64)
+        best_of_groups(t, |i| t.r(i) as f64)
     }
 }
 

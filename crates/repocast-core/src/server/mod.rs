@@ -317,9 +317,8 @@ impl Server {
             });
         let scheduler = cfg.scheduler.build();
         let mut demand = DemandTable::new(states.len() as u32, scheduler.q_key());
-        if cfg.size_ties && !cfg.scheduler.is_push() {
-            demand.set_sizes(states.iter().map(|s| s.layout.symbols()).collect());
-        }
+        let ties = cfg.size_ties && !cfg.scheduler.is_push();
+        demand.set_sizes(states.iter().map(|s| s.layout.symbols()).collect(), ties);
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
             items: states,

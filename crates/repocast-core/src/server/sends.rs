@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// How many waiters [`Server::spare_link`] looks at, in all, to find the
 /// waiting items only a send's own receivers wait for (a bound on its work
-/// per send however many items and receivers wait).
+/// per send however many groups of items and receivers wait).
 const SPARE_LINK_CHECKS: usize = 4096;
 
 impl Server {
@@ -53,12 +53,8 @@ impl Server {
             .batch_hold
             .filter(|_| gate_open && !self.cfg.scheduler.is_push())
         {
-            let (items, iv) = (&self.items, self.cfg.packet_interval);
-            let copy_time = |i: ItemId| {
-                let n = items.get(i.0 as usize).map_or(0, |s| s.layout.symbols());
-                iv.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX))
-            };
-            let wake = hold::apply(&mut self.demand, cap, now, copy_time);
+            let iv = self.cfg.packet_interval;
+            let wake = hold::apply(&mut self.demand, cap, now, iv);
             self.hold_until = wake.map(|w| (w, self.demand.changes()));
             // Unless the hold may idle the link, every waiting item held
             // means none is: the scheduler's best goes now.
@@ -125,7 +121,7 @@ impl Server {
         // The odds are the item's: each of its G blocks gets the G-th root.
         let g = needs.iter().filter(|&&d| d > 0).count().max(1) as f64;
         let idle_odds = (self.cfg.idle_fec)
-            .filter(|f| !push && self.spare_link(item, &listeners, f.backlog))
+            .filter(|f| !push && self.spare_link(item, f.backlog))
             .map(|f| f.odds.powf(g.recip()));
         // The whole send takes them if they cost less than a NAK round; a
         // first tier always does (its receivers, short of a block, would
@@ -255,31 +251,23 @@ impl Server {
         cost <= round.as_nanos()
     }
 
-    /// Whether the link has time to spare besides `item`, sent to
-    /// `listeners`: no repair queued (one that may interrupt the send,
-    /// `ServerConfig::preempt`, does not wait for its extra symbols) and
-    /// the other waiting items' symbols take less than `backlog` to send
-    /// (counted until they do not). An item waited for only by `listeners`
-    /// (ascending by id) does not count: they finish no sooner for it
+    /// Whether the link has time to spare besides `item`, sent to everyone
+    /// waiting for it (its listeners): no repair queued (one that may
+    /// interrupt the send, `ServerConfig::preempt`, does not wait for its
+    /// extra symbols) and the other waiting items' symbols take less than
+    /// `backlog` to send (counted until they do not). An item waited for
+    /// only by its listeners does not count: they finish no sooner for it
     /// going first, as their requests end with this send either way, and
     /// the extra symbols spare them a repair round of it. At most
-    /// [`SPARE_LINK_CHECKS`] waiters are looked at for that; past them an
-    /// item counts.
-    fn spare_link(&self, item: ItemId, listeners: &[ClientId], backlog: Duration) -> bool {
+    /// [`SPARE_LINK_CHECKS`] waiters are looked at for that, once per group
+    /// of items with the same waiters; past them a group counts.
+    fn spare_link(&self, item: ItemId, backlog: Duration) -> bool {
         let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
-        let mut waiting = 0u128;
-        let mut checks = SPARE_LINK_CHECKS;
-        let competing =
-            |i: &ItemId| *i != item && !self.demand.waited_only_by(*i, listeners, &mut checks);
+        let enough = u64::try_from(budget).unwrap_or(u64::MAX);
         (self.repairs.is_empty() || self.cfg.preempt)
-            && self.demand.active().filter(competing).all(|i| {
-                let symbols = self
-                    .items
-                    .get(i.0 as usize)
-                    .map_or(0, |s| s.layout.symbols());
-                waiting += symbols as u128;
-                waiting < budget
-            })
+            && (self.demand)
+                .symbols_waited_by_others(item, enough, SPARE_LINK_CHECKS)
+                .is_none_or(|waiting| u128::from(waiting) < budget)
     }
 
     /// Sends `item` from its source symbols again (ids from 0 in every
