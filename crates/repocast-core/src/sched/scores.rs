@@ -9,26 +9,29 @@
 use super::{DemandTable, QKey, Scheduler};
 use crate::{Instant, ItemId};
 
-/// The eligible item with the largest score (ties: the lowest id, as
-/// items are scanned in ascending order and only a strictly larger score
-/// wins).
-pub fn best(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
-    let mut top: Option<(f64, u64, ItemId)> = None;
-    for item in table.eligible() {
-        let (s, size) = (score(item), table.tie_size(item));
-        if top.is_none_or(|(b, z, _)| s > b || (s == b && size < z)) {
-            top = Some((s, size, item));
-        }
-    }
-    top.map(|(_, _, i)| i)
+/// The eligible item with the largest score (ties: the smallest item,
+/// then the lowest id).
+pub fn best(table: &DemandTable, score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
+    best_of(table, table.eligible(), score)
 }
 
 /// [`best`] for a score that depends only on who waits for an item (R,
 /// Q): the same item, from one candidate per group of items with the same
 /// waiters, so a client waiting for thousands of items costs one.
-pub fn best_of_groups(table: &DemandTable, mut score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
+pub fn best_of_groups(table: &DemandTable, score: impl FnMut(ItemId) -> f64) -> Option<ItemId> {
+    best_of(table, table.group_firsts(), score)
+}
+
+/// The candidate with the largest score; ties to the smallest item
+/// ([`DemandTable::tie_size`]), then the lowest id, in whatever order the
+/// candidates come.
+fn best_of(
+    table: &DemandTable,
+    candidates: impl Iterator<Item = ItemId>,
+    mut score: impl FnMut(ItemId) -> f64,
+) -> Option<ItemId> {
     let mut top: Option<(f64, u64, ItemId)> = None;
-    for item in table.group_firsts() {
+    for item in candidates {
         let (s, size) = (score(item), table.tie_size(item));
         if top.is_none_or(|(b, z, i)| s > b || (s == b && (size < z || size == z && item < i))) {
             top = Some((s, size, item));
