@@ -150,6 +150,7 @@ impl Profile {
                         backlog: IDLE_FEC_BACKLOG,
                     }),
                     report_timeout: Duration::from_millis(500),
+                    report_timeout_max: Some(REPORT_TIMEOUT_MAX),
                     loss_aware_repairs: true,
                     share_repairs: true,
                     drop_orphans: true,
@@ -234,6 +235,13 @@ impl Profile {
 /// item's size: a receiver at 50% loss asks for about one item's worth in
 /// all (its needs halve each round), so eight is far past any honest one.
 pub const REPAIR_BUDGET: u32 = 8;
+
+/// The longest the server waits for the report of a receiver whose
+/// reports come late ([`crate::server::lag`]). Past it, a silent
+/// receiver's item is sent again even if it is only behind: ten seconds
+/// behind is a receiver in trouble, and an item it really missed must not
+/// wait longer than that.
+pub const REPORT_TIMEOUT_MAX: Duration = Duration::from_secs(10);
 
 /// The shipped batching hold ([`Profile::Lan`]): its cap, and how long the
 /// server must have had work without a break before it engages.

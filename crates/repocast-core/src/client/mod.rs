@@ -540,6 +540,23 @@ impl Client {
         layout
     }
 
+    /// Whether announcement `a` bears on this client: it waits for the
+    /// item's manifest or data, or has names without item ids yet (the
+    /// item may be one of them), or `a` would end a transmission it
+    /// listens to. Only these need the server's signature checked; the
+    /// rest change nothing ([`Client::handle_stray_announce`]).
+    pub fn wants_announce(&self, a: &AnnounceRepr) -> bool {
+        let item = match self.items.get(&a.item) {
+            Some(it) => matches!(it.phase, ItemPhase::Requested | ItemPhase::Receiving),
+            None => self.pending_names > 0,
+        };
+        item || self.timed.iter().any(|e| {
+            (self.items.at(e.1))
+                .and_then(|i| i.listening.as_ref())
+                .is_some_and(|l| !l.ended && l.id < a.transmission)
+        })
+    }
+
     /// An announcement from the announcement channel.
     pub fn handle_announce(&mut self, now: Instant, a: &AnnounceRepr) {
         self.flush_replay(now);
@@ -552,21 +569,7 @@ impl Client {
             Duration::from_micros(a.nak_window_max_us.max(a.nak_window_min_us) as u64),
         );
         self.last_announce = Some(a.clone());
-        // The channel moved on: whatever we listened to has ended. Only a
-        // newer transmission says so: announcements travel on their own
-        // socket, so a late copy of an older one (each is sent three times)
-        // can be read after data of the next has arrived.
-        let ended: Vec<ItemId> = (self.timed.iter())
-            .filter(|e| {
-                (self.items.at(e.1))
-                    .and_then(|i| i.listening.as_ref())
-                    .is_some_and(|l| !l.ended && l.id < a.transmission)
-            })
-            .map(|e| e.0)
-            .collect();
-        for id in ended {
-            self.end_listening(now, id, Some(reopen::REOPEN_LEFT));
-        }
+        self.channel_moved_on(now, a);
         match a.kind {
             AnnounceKind::End => {
                 if self
@@ -585,6 +588,38 @@ impl Client {
                     self.listen(now, a);
                 }
             }
+        }
+    }
+
+    /// An announcement that does not bear on this client
+    /// ([`Client::wants_announce`]), whose signature the endpoint left
+    /// unchecked: nothing is taken from it, not even the NAK window it
+    /// carries (the announcements of this client's own items carry it).
+    pub fn handle_stray_announce(&mut self, now: Instant, a: &AnnounceRepr) {
+        self.flush_replay(now);
+        if self.session.is_some_and(|s| s != a.session) {
+            self.stats.useless += 1;
+            return;
+        }
+        // Not ours: no manifest to come can be of this transmission.
+        self.last_announce = None;
+    }
+
+    /// The channel moved on: whatever we listened to has ended. Only a
+    /// newer transmission says so: announcements travel on their own
+    /// socket, so a late copy of an older one (each is sent three times)
+    /// can be read after data of the next has arrived.
+    fn channel_moved_on(&mut self, now: Instant, a: &AnnounceRepr) {
+        let ended: Vec<ItemId> = (self.timed.iter())
+            .filter(|e| {
+                (self.items.at(e.1))
+                    .and_then(|i| i.listening.as_ref())
+                    .is_some_and(|l| !l.ended && l.id < a.transmission)
+            })
+            .map(|e| e.0)
+            .collect();
+        for id in ended {
+            self.end_listening(now, id, Some(reopen::REOPEN_LEFT));
         }
     }
 

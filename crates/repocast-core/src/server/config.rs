@@ -100,6 +100,11 @@ pub struct ServerConfig {
     /// How long past a transmission's end plus the NAK window the server
     /// waits for a receiver's report before rescheduling the item for it.
     pub report_timeout: Duration,
+    /// The longest the server waits for a receiver whose reports have come
+    /// later than `report_timeout` allows ([`super::lag`]): its own
+    /// lateness, smoothed, plus four times its variation, up to this.
+    /// None: `report_timeout` for everyone (the study's setting).
+    pub report_timeout_max: Option<Duration>,
     /// Size each repair so the NAKing client is expected to finish in one
     /// round (its need divided by its estimated delivery rate, plus one),
     /// instead of the study's "largest NAK" exactly. Off by default (the
@@ -299,6 +304,7 @@ impl Default for ServerConfig {
             payloads: true,
             seed: 1,
             report_timeout: Duration::from_secs(2),
+            report_timeout_max: None,
             loss_aware_repairs: false,
             arm: Default::default(),
             arm_initial_rtt: Duration::from_millis(100),

@@ -15,6 +15,7 @@ mod early;
 pub mod encoders;
 mod fcast;
 mod hosts;
+pub mod lag;
 mod pacing;
 pub mod preempt;
 mod rekey;
@@ -143,6 +144,8 @@ struct ClientState {
     /// [`ItemState::starts`] then: while that count has not moved, it
     /// cannot hold a symbol of the item.
     unheard: FastMap<ItemId, u64>,
+    /// How late its reports come ([`lag`]).
+    lag: lag::ReportLag,
 }
 
 /// Packets behind a loss estimate before it may size a loss tier of its
@@ -253,6 +256,8 @@ pub struct Server {
     report_deadlines: std::collections::BinaryHeap<
         std::cmp::Reverse<(Instant, ClientId, ItemId, TransmissionId)>,
     >,
+    /// When recent transmissions ended, for the lateness of reports.
+    ends: lag::Ends,
 }
 
 impl Server {
@@ -352,6 +357,7 @@ impl Server {
             stats: ServerStats::default(),
             awaiting: FastMap::default(),
             report_deadlines: Default::default(),
+            ends: Default::default(),
             cfg,
         })
     }
@@ -649,6 +655,12 @@ impl Server {
             if self.awaiting.get(&(c, item)) != Some(&tid) {
                 continue;
             }
+            // Its reports have come later since this wait was set.
+            if let Some(later) = self.report_due(c, tid, now).filter(|&d| d > now) {
+                self.report_deadlines
+                    .push(std::cmp::Reverse((later, c, item, tid)));
+                continue;
+            }
             // A newer transmission of the item is on air: the receiver
             // listens to it instead of reporting on this one, and owes its
             // report when that one ends.
@@ -674,9 +686,11 @@ impl Server {
             if let Some(arm) = &t.arm {
                 self.items[t.item.0 as usize].next_esi = arm.next_bases(t.sent());
             }
-            // Every receiver still in flight owes a report for this item.
-            let due = now + self.nak_window_max + self.cfg.report_timeout;
+            // Every receiver still in flight owes a report for this item,
+            // by the fixed wait or, if its reports have come later, its own.
+            self.ends.ended(t.id, now);
             for &c in &self.items[t.item.0 as usize].in_flight {
+                let due = self.report_due(c, t.id, now).unwrap_or(now);
                 self.awaiting.insert((c, t.item), t.id);
                 self.report_deadlines
                     .push(std::cmp::Reverse((due, c, t.item, t.id)));
@@ -690,6 +704,17 @@ impl Server {
                 self.push_encoders = Some(c);
             }
         }
+    }
+
+    /// When client `c`'s report on ended transmission `t` is due: its end
+    /// plus the NAK window and the report timeout, or later for a client
+    /// whose reports come later ([`lag`]).
+    fn report_due(&self, c: ClientId, t: TransmissionId, now: Instant) -> Option<Instant> {
+        let floor = self.nak_window_max + self.cfg.report_timeout;
+        let wait = (self.clients.get(&c))
+            .map_or(floor, |s| s.lag.wait(floor, self.cfg.report_timeout_max));
+        let since = self.ends.since(t, now)?;
+        Some(now.saturating_sub(since) + wait)
     }
 
     /// Widens the NAK window when NAK load per transmission is high, and

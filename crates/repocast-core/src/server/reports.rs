@@ -74,7 +74,7 @@ impl Server {
                 transmission,
                 received,
                 expected,
-            } => self.on_done(client, item, transmission, received, expected),
+            } => self.on_done(now, client, item, transmission, received, expected),
             ClientMsg::ArmNak {
                 transmission,
                 item,
@@ -306,6 +306,7 @@ impl Server {
         }
         self.stats.naks += 1;
         self.naks_this_round += 1;
+        self.observe_report(now, client, nak.transmission);
         self.awaiting.remove(&(client, item));
         self.account(client, nak.transmission, nak.received, nak.expected);
         let in_flight = self.items[item.0 as usize].in_flight.contains(&client);
@@ -429,8 +430,17 @@ impl Server {
         }
     }
 
+    /// A report on transmission `t`, if it has ended, says how late this
+    /// receiver's reports come ([`super::lag`]).
+    fn observe_report(&mut self, now: Instant, client: ClientId, t: TransmissionId) {
+        if let (Some(lag), Some(c)) = (self.ends.since(t, now), self.clients.get_mut(&client)) {
+            c.lag.observe(lag);
+        }
+    }
+
     fn on_done(
         &mut self,
+        now: Instant,
         client: ClientId,
         item: ItemId,
         t: TransmissionId,
@@ -446,6 +456,7 @@ impl Server {
             return;
         }
         self.account(client, t, received, expected);
+        self.observe_report(now, client, t);
         self.stats.items_done += 1;
         self.awaiting.remove(&(client, item));
         self.items[item.0 as usize].in_flight.remove(&client);

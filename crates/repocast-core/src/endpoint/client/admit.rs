@@ -66,14 +66,15 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     /// An announcement's own bytes once its trailer checks out (`None`:
-    /// forged, counted). Announcements name no epoch: the newest key is
+    /// forged, counted): its session tag, and with `signed` the server's
+    /// signature too. Announcements name no epoch: the newest key is
     /// tried first, then older ones, each a keyed hash.
-    pub(super) fn open_announce<'a>(&mut self, bytes: &'a [u8]) -> Option<&'a [u8]> {
+    pub(super) fn open_announce<'a>(&mut self, bytes: &'a [u8], signed: bool) -> Option<&'a [u8]> {
         let Some(welcome) = &self.session_key else {
             return Some(bytes);
         };
         let keys = self.rotated.iter().rev().map(|(_, k)| k);
-        let signer = self.cfg.server_key.as_ref();
+        let signer = self.cfg.server_key.as_ref().filter(|_| signed);
         for k in keys.chain(std::iter::once(welcome)) {
             match auth::open_announce(k, signer, &self.cfg.verified, bytes) {
                 Ok(body) => return Some(body),

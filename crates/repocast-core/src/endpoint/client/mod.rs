@@ -183,6 +183,11 @@ pub struct ClientEndpointStats {
     /// Datagrams of an authenticated session with a missing or wrong tag
     /// or signature (dropped before parsing further).
     pub forged: u64,
+    /// Announcements that do not bear on this request (of items it does
+    /// not wait for, ending nothing it listens to), checked on their
+    /// session tag only and otherwise ignored
+    /// (`Client::handle_stray_announce`).
+    pub stray_announcements: u64,
     /// With signed symbols ([`super::signing`]): batches checked, batch
     /// datagrams refused, and data packets dropped because no verified
     /// batch listed them in time.
@@ -560,13 +565,26 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
             }
             Channel::Data => self.on_data_datagram(now, bytes, true),
-            Channel::Announce => match self.open_announce(bytes).map(AnnounceRepr::parse) {
+            // The signature (about 50 µs) is checked only on announcements
+            // that bear on this request; the rest, on their session tag,
+            // change nothing.
+            Channel::Announce => match self.open_announce(bytes, false).map(AnnounceRepr::parse) {
                 None => return,
-                Some(Ok(a)) => {
+                Some(Ok(a)) if self.client.wants_announce(&a) => {
+                    if self.open_announce(bytes, true).is_none() {
+                        return;
+                    }
                     if self.client.session() == Some(a.session) {
                         self.last_heard = now;
                     }
                     self.client.handle_announce(now, &a);
+                }
+                Some(Ok(a)) => {
+                    self.stats.stray_announcements += 1;
+                    if self.client.session() == Some(a.session) {
+                        self.last_heard = now;
+                    }
+                    self.client.handle_stray_announce(now, &a);
                 }
                 Some(Err(_)) => self.stats.malformed += 1,
             },
