@@ -101,9 +101,9 @@ pub struct ServerConfig {
     /// waits for a receiver's report before rescheduling the item for it.
     pub report_timeout: Duration,
     /// The longest the server waits for a receiver whose reports have come
-    /// later than `report_timeout` allows ([`super::lag`]): its own
-    /// lateness, smoothed, plus four times its variation, up to this.
-    /// None: `report_timeout` for everyone (the study's setting).
+    /// later than `report_timeout` allows ([`super::lag`]): twice its
+    /// smoothed lateness plus four deviations, up to this. None:
+    /// `report_timeout` for everyone (the study's setting).
     pub report_timeout_max: Option<Duration>,
     /// Size each repair so the NAKing client is expected to finish in one
     /// round (its need divided by its estimated delivery rate, plus one),

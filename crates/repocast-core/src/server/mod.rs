@@ -655,8 +655,11 @@ impl Server {
             if self.awaiting.get(&(c, item)) != Some(&tid) {
                 continue;
             }
-            // Its reports have come later since this wait was set.
-            if let Some(later) = self.report_due(c, tid, now).filter(|&d| d > now) {
+            // Its reports have come later since this wait was set (the
+            // study's settings keep the wait set at the end).
+            let recheck = self.cfg.report_timeout_max.is_some();
+            let later = recheck.then(|| self.report_due(c, tid, now)).flatten();
+            if let Some(later) = later.filter(|&d| d > now) {
                 self.report_deadlines
                     .push(std::cmp::Reverse((later, c, item, tid)));
                 continue;
