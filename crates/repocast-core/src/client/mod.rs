@@ -550,11 +550,19 @@ impl Client {
             Some(it) => matches!(it.phase, ItemPhase::Requested | ItemPhase::Receiving),
             None => self.pending_names > 0,
         };
-        item || self.timed.iter().any(|e| {
-            (self.items.at(e.1))
-                .and_then(|i| i.listening.as_ref())
-                .is_some_and(|l| !l.ended && l.id < a.transmission)
-        })
+        item || self.listening_before(a.transmission).next().is_some()
+    }
+
+    /// The items whose transmission it listens to (not ended) is older
+    /// than `t`.
+    fn listening_before(&self, t: TransmissionId) -> impl Iterator<Item = ItemId> + '_ {
+        (self.timed.iter())
+            .filter(move |e| {
+                (self.items.at(e.1))
+                    .and_then(|i| i.listening.as_ref())
+                    .is_some_and(|l| !l.ended && l.id < t)
+            })
+            .map(|e| e.0)
     }
 
     /// An announcement from the announcement channel.
@@ -610,14 +618,7 @@ impl Client {
     /// socket, so a late copy of an older one (each is sent three times)
     /// can be read after data of the next has arrived.
     fn channel_moved_on(&mut self, now: Instant, a: &AnnounceRepr) {
-        let ended: Vec<ItemId> = (self.timed.iter())
-            .filter(|e| {
-                (self.items.at(e.1))
-                    .and_then(|i| i.listening.as_ref())
-                    .is_some_and(|l| !l.ended && l.id < a.transmission)
-            })
-            .map(|e| e.0)
-            .collect();
+        let ended: Vec<ItemId> = self.listening_before(a.transmission).collect();
         for id in ended {
             self.end_listening(now, id, Some(reopen::REOPEN_LEFT));
         }

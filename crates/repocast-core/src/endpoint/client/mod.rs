@@ -570,21 +570,20 @@ impl<S: BlockStore> ClientEndpoint<S> {
             // change nothing.
             Channel::Announce => match self.open_announce(bytes, false).map(AnnounceRepr::parse) {
                 None => return,
-                Some(Ok(a)) if self.client.wants_announce(&a) => {
-                    if self.open_announce(bytes, true).is_none() {
+                Some(Ok(a)) => {
+                    let bears = self.client.wants_announce(&a);
+                    if bears && self.open_announce(bytes, true).is_none() {
                         return;
                     }
                     if self.client.session() == Some(a.session) {
                         self.last_heard = now;
                     }
-                    self.client.handle_announce(now, &a);
-                }
-                Some(Ok(a)) => {
-                    self.stats.stray_announcements += 1;
-                    if self.client.session() == Some(a.session) {
-                        self.last_heard = now;
+                    if bears {
+                        self.client.handle_announce(now, &a);
+                    } else {
+                        self.stats.stray_announcements += 1;
+                        self.client.handle_stray_announce(now, &a);
                     }
-                    self.client.handle_stray_announce(now, &a);
                 }
                 Some(Err(_)) => self.stats.malformed += 1,
             },
