@@ -4,15 +4,14 @@
 //! receiver that reports on time, or a server without the cap (the
 //! study's setting), keeps the fixed wait.
 
-use repocast_core::fec::CodeKind;
-use repocast_core::server::{ItemInfo, Server, ServerConfig};
-use repocast_core::wire::{AnnounceKind, ClientMsg, ItemSel};
-use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::server::Server;
+use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 #[allow(dead_code)] // not every test file uses every helper
 mod common;
-use common::drain;
+use common::{drain, small_items};
 
 const CAP: Duration = Duration::from_secs(10);
 
@@ -20,25 +19,15 @@ const CAP: Duration = Duration::from_secs(10);
 /// off, accounting mode; the fixed wait is the NAK window (210 ms) plus
 /// 2 s.
 fn server(cap: Option<Duration>) -> Server {
-    let cfg = ServerConfig {
-        scheme: "FEC(0)+R(inf)".parse().expect("scheme"),
-        code: CodeKind::RaptorQ,
-        symbol_size: 64,
-        max_block_symbols: 100,
-        packet_interval: Duration::from_millis(1),
-        payloads: false,
-        report_timeout_max: cap,
-        ..ServerConfig::default()
-    };
-    let items = (0..3)
-        .map(|i| ItemInfo {
-            name: format!("f{i}"),
-            size: 640,
-            hash: [0; 32],
-            block_hashes: vec![],
-        })
-        .collect();
-    Server::new(cfg, items).expect("server")
+    budgeted_server(cap, None)
+}
+
+/// [`server`], with a repair budget.
+fn budgeted_server(cap: Option<Duration>, budget: Option<u32>) -> Server {
+    small_items(3, |c| {
+        c.report_timeout_max = cap;
+        c.repair_budget = budget;
+    })
 }
 
 /// One client asks for all three items at 0; they are sent, one after
@@ -147,4 +136,117 @@ fn without_the_cap_or_for_a_receiver_on_time_the_wait_is_fixed() {
     s.handle_client_msg(t0, c, done(sent[2].0, sent[2].1));
     run_timers(&mut s, t0, t0 + Duration::from_millis(2_300));
     assert_eq!(s.stats().report_timeouts, 2);
+}
+
+/// Runs the server a millisecond at a time from `from` to `to`: its
+/// timers, then everything it sends. Returns each transmission that ended
+/// (with when) and every control message.
+fn run(
+    s: &mut Server,
+    from: Instant,
+    to: Instant,
+) -> (Vec<(TransmissionId, Instant)>, Vec<ServerMsg>) {
+    let (mut now, mut ends, mut ctl) = (from, Vec::new(), Vec::new());
+    while now <= to {
+        s.handle_timeout(now);
+        let (ann, msgs, _) = drain(s, now);
+        for a in ann.iter().filter(|a| a.kind == AnnounceKind::End) {
+            if !ends.iter().any(|&(t, _)| t == a.transmission) {
+                ends.push((a.transmission, now));
+            }
+        }
+        ctl.extend(msgs.into_iter().map(|(_, m)| m));
+        now = now + Duration::from_millis(1);
+    }
+    (ends, ctl)
+}
+
+/// The shipped repair budget's limit on sends in a row without a report.
+const BUDGET: u32 = repocast_core::profile::REPAIR_BUDGET;
+
+fn budgeted() -> Server {
+    budgeted_server(Some(CAP), Some(BUDGET))
+}
+
+fn failures(ctl: &[ServerMsg]) -> Vec<(Option<ItemId>, String)> {
+    ctl.iter()
+        .filter_map(|m| match m {
+            ServerMsg::Failed { item, reason, .. } => Some((*item, reason.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_client_that_never_reports_is_sent_each_item_at_most_the_budget_then_told() {
+    let mut s = budgeted();
+    let c = s.handle_connect(Instant::ZERO);
+    let items = (0..3).map(|i| ItemSel::Id(ItemId(i))).collect();
+    s.handle_client_msg(Instant::ZERO, c, ClientMsg::Request { items });
+    // It says nothing, ever. Each item goes out the budget's number of
+    // times (a wait of 2.21 s after each), then fails for it with a
+    // reason, and the server goes quiet: no loop.
+    let end = Instant::from_millis(120_000);
+    let (ends, ctl) = run(&mut s, Instant::ZERO, end);
+    assert_eq!(ends.len(), 3 * BUDGET as usize, "{ends:?}");
+    let failed = failures(&ctl);
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    for (item, reason) in &failed {
+        assert!(item.is_some());
+        assert!(reason.contains("no report from this client"), "{reason}");
+    }
+    assert_eq!(s.stats().unreported_failures, 3);
+    assert_eq!(s.stats().report_timeouts, 3 * u64::from(BUDGET));
+    assert_eq!(s.poll_timeout(), None, "nothing owed, nothing to send");
+    // Without a budget (the study's setting) it is sent again for as long
+    // as it stays connected.
+    let mut s = server(Some(CAP));
+    let c = s.handle_connect(Instant::ZERO);
+    let items = vec![ItemSel::Id(ItemId(0))];
+    s.handle_client_msg(Instant::ZERO, c, ClientMsg::Request { items });
+    let (ends, ctl) = run(&mut s, Instant::ZERO, end);
+    assert!(ends.len() > 2 * BUDGET as usize, "{}", ends.len());
+    assert!(failures(&ctl).is_empty());
+}
+
+#[test]
+fn a_report_even_a_late_one_starts_the_count_of_silent_sends_again() {
+    let mut s = budgeted();
+    let c = s.handle_connect(Instant::ZERO);
+    let item = ItemId(0);
+    let items = vec![ItemSel::Id(item)];
+    s.handle_client_msg(Instant::ZERO, c, ClientMsg::Request { items });
+    // It misses the report on budget - 1 sends in a row...
+    let mut now = Instant::ZERO;
+    let mut ends = Vec::new();
+    while ends.len() < BUDGET as usize - 1 {
+        let next = now + Duration::from_millis(100);
+        ends.extend(run(&mut s, now, next).0);
+        now = next + Duration::from_millis(1);
+    }
+    // ...then reports on the last of them, after its wait ran out (that
+    // send has been counted missing and the item queued again).
+    let (last, _) = *ends.last().expect("a send");
+    let (more, _) = run(&mut s, now, now + Duration::from_millis(2_500));
+    now = now + Duration::from_millis(2_501);
+    let nak = NakRepr {
+        transmission: last,
+        item,
+        received: 0,
+        expected: 10,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count: 10,
+            missing: vec![],
+        }],
+    };
+    s.handle_client_msg(now, c, ClientMsg::Nak(nak));
+    // Silent again, it gets up to budget more sends before the item fails:
+    // well past the budget in all.
+    let (after, ctl) = run(&mut s, now, now + Duration::from_millis(120_000));
+    let sends = ends.len() + more.len() + after.len();
+    assert!(sends > BUDGET as usize + 4, "{sends}");
+    let failed = failures(&ctl);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(s.stats().unreported_failures, 1);
 }

@@ -10,6 +10,7 @@ use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, 
 use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
+#[allow(dead_code)] // not every test file uses every helper
 mod common;
 use common::{drain, ids_sent};
 

@@ -110,6 +110,18 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "over_budget_total",
+        "NAKs refused past a client's repair budget (the item failed for it).",
+        t.over_budget,
+    );
+    counter(
+        &mut o,
+        "unreported_failures_total",
+        "Items failed for a client that reported on none of the repair budget's number of their sends in a row.",
+        t.unreported_failures,
+    );
+    counter(
+        &mut o,
         "grown_packets_total",
         "Data packets added to scheduled sends after early loss reports.",
         t.grown_packets,

@@ -146,8 +146,16 @@ pub struct ServerConfig {
     pub drop_orphans: bool,
     /// Most symbols one client may ask for in NAKs per item, as a multiple
     /// of the item's source symbols; past it its NAKs for the item are
-    /// refused and the item fails for it with a reason (None: no limit).
+    /// refused and the item fails for it with a reason. Also the most
+    /// transmissions of an item in a row a client may leave without a
+    /// report (each is sent again for it) before the item fails for it
+    /// (None: no limit).
     pub repair_budget: Option<u32>,
+    /// Most of one client's requested items the server works on at a
+    /// time (manifest sent, not yet done or failed for it); the rest wait
+    /// their turn in the order asked (`server::window`). None: all at
+    /// once (the study's setting).
+    pub request_window: Option<u32>,
     /// Push mode: the budget of item data whose encoders the server keeps
     /// between passes; a larger item is streamed, about this many bytes of
     /// its repair symbols made ahead (`server::encoders`; every pass still
@@ -317,6 +325,7 @@ impl Default for ServerConfig {
             share_repairs: false,
             drop_orphans: false,
             repair_budget: None,
+            request_window: None,
             push_span_bytes: PUSH_SPAN_BYTES,
             push_pass_odds: None,
             push_spool_bytes: 0,
@@ -476,6 +485,9 @@ pub struct ServerStats {
     pub over_budget: u64,
     /// Reports that never came (items rescheduled for silent receivers).
     pub report_timeouts: u64,
+    /// Items failed for a client that reported on none of the repair
+    /// budget's number of their transmissions in a row.
+    pub unreported_failures: u64,
     /// Data packets added to scheduled sends after early loss reports.
     pub grown_packets: u64,
     /// Data packets taken off scheduled sends after early loss reports

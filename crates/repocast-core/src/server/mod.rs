@@ -23,6 +23,7 @@ mod reports;
 mod sends;
 pub mod spool;
 pub mod transmission;
+mod window;
 
 pub use config::{
     BlockSource, ClientSummary, IdleFec, ItemInfo, NoPayload, ServerConfig, ServerEvent,
@@ -133,6 +134,10 @@ struct ClientState {
     haves: FastMap<ItemId, ([u8; 32], Vec<u8>)>,
     /// Symbols asked for in NAKs so far, per item (the repair budget).
     asked: FastMap<ItemId, u64>,
+    /// Transmissions of an item in a row that ended without its report
+    /// on any of them, per item (the repair budget's other half: what a
+    /// silent client makes the server send again).
+    unreported: FastMap<ItemId, u32>,
     /// It was welcomed (given the session key): only such clients are
     /// offered the next key.
     welcomed: bool,
@@ -146,6 +151,10 @@ struct ClientState {
     unheard: FastMap<ItemId, u64>,
     /// How late its reports come ([`lag`]).
     lag: lag::ReportLag,
+    /// Items it asked for that wait for room in its window, in the order
+    /// asked, and the items in it ([`window`]).
+    backlog: VecDeque<ItemId>,
+    open: BTreeSet<ItemId>,
 }
 
 /// Packets behind a loss estimate before it may size a loss tier of its
@@ -588,7 +597,7 @@ impl Server {
             Err(e) => {
                 let item = cur.item;
                 self.finish_current(now);
-                self.fail_item(item, e.0.to_string());
+                self.fail_item(now, item, e.0.to_string());
                 self.outbox.pop_front()
             }
         }
@@ -676,9 +685,57 @@ impl Server {
             self.awaiting.remove(&(c, item));
             if self.items[item.0 as usize].in_flight.remove(&c) {
                 self.stats.report_timeouts += 1;
-                self.demand.add_wait(c, item, now);
+                if self.unreported_past_budget(c, item) {
+                    self.stats.unreported_failures += 1;
+                    let sends = self.cfg.repair_budget.unwrap_or(0);
+                    self.refuse(
+                        now,
+                        c,
+                        item,
+                        format!(
+                            "sent {sends} times in a row with no report from this client \
+                             (does the multicast group reach it?)"
+                        ),
+                    );
+                } else {
+                    self.demand.add_wait(c, item, now);
+                }
             }
         }
+    }
+
+    /// Counts one more transmission of `item` that client `c` did not
+    /// report on: past the repair budget's number of them in a row, the
+    /// item is not sent again for it (an honest receiver reports on
+    /// nearly every one, if late: [`lag`]). No budget, no limit.
+    fn unreported_past_budget(&mut self, c: ClientId, item: ItemId) -> bool {
+        let (Some(budget), Some(st)) = (self.cfg.repair_budget, self.clients.get_mut(&c)) else {
+            return false;
+        };
+        let n = st.unreported.entry(item).or_insert(0);
+        *n = n.saturating_add(1);
+        *n >= budget
+    }
+
+    /// The item fails for client `c` alone, with a reason: it no longer
+    /// waits for it or listens to it.
+    pub(super) fn refuse(&mut self, now: Instant, c: ClientId, item: ItemId, reason: String) {
+        let Some(st) = self.items.get_mut(item.0 as usize) else {
+            return;
+        };
+        st.in_flight.remove(&c);
+        let name = st.info.name.clone();
+        self.awaiting.remove(&(c, item));
+        self.demand.remove_wait(c, item);
+        self.send(
+            c,
+            ServerMsg::Failed {
+                item: Some(item),
+                name,
+                reason,
+            },
+        );
+        self.close_in_window(now, c, item);
     }
 
     fn finish_current(&mut self, now: Instant) {
@@ -733,7 +790,7 @@ impl Server {
         self.naks_this_round = 0;
     }
 
-    fn fail_item(&mut self, item: ItemId, reason: String) {
+    fn fail_item(&mut self, now: Instant, item: ItemId, reason: String) {
         let Some(st) = self.items.get_mut(item.0 as usize) else {
             return;
         };
@@ -758,6 +815,13 @@ impl Server {
         self.repairs.retain(|r| r.item != item);
         self.events
             .push_back(ServerEvent::ItemFailed { item, reason });
+        let open: Vec<ClientId> = (self.clients.iter())
+            .filter(|(_, c)| c.open.contains(&item))
+            .map(|(&id, _)| id)
+            .collect();
+        for c in open {
+            self.close_in_window(now, c, item);
+        }
     }
 
     /// Push mode: repair symbols of a streamed item held made ahead in

@@ -128,7 +128,11 @@ impl Server {
     /// The needs of a client that holds some blocks of `item` (from its
     /// `Have`, if it matches the item's current version): every block it
     /// lacks, in full. `None` when it said nothing usable.
-    fn held_needs(&mut self, client: ClientId, item: ItemId) -> Option<BTreeMap<u32, u32>> {
+    pub(super) fn held_needs(
+        &mut self,
+        client: ClientId,
+        item: ItemId,
+    ) -> Option<BTreeMap<u32, u32>> {
         let (hash, held) = self.clients.get_mut(&client)?.haves.remove(&item)?;
         let st = &self.items[item.0 as usize];
         if hash != st.info.hash {
@@ -172,7 +176,6 @@ impl Server {
                 continue;
             }
             let st = &self.items[item.0 as usize];
-            let blocks = st.layout.blocks();
             if let Some(reason) = st.failed.clone() {
                 let name = st.info.name.clone();
                 self.send(
@@ -185,49 +188,12 @@ impl Server {
                 );
                 continue;
             }
-            let next_transmission = TransmissionId(self.next_tid);
-            if let Some(entry) = self.manifest(item) {
-                self.send(
-                    client,
-                    ServerMsg::Manifest {
-                        entry,
-                        next_transmission,
-                    },
-                );
+            // In the order asked, as the client's window lets it in
+            // ([`super::window`]).
+            if let Some(c) = self.clients.get_mut(&client) {
+                c.backlog.push_back(item);
             }
-            if blocks == 0 {
-                // An empty item: nothing to send; the client completes it from
-                // the manifest alone and reports it done.
-                continue;
-            }
-            if let Some(needs) = self.held_needs(client, item) {
-                self.stats.resumed_requests += 1;
-                let all_held = needs.is_empty();
-                if let Some(c) = self.clients.get_mut(&client) {
-                    c.needs.insert(item, needs);
-                }
-                if all_held {
-                    // It completes from its own blocks and reports done.
-                    continue;
-                }
-            }
-            let on_air = self.unfinished_sends().find(|t| t.item == item);
-            let joinable = (on_air)
-                .filter(|t| t.kind != AnnounceKind::End)
-                .map(|t| self.announce(t, t.kind));
-            if on_air.is_none() {
-                let starts = self.items[item.0 as usize].starts;
-                if let Some(c) = self.clients.get_mut(&client) {
-                    c.unheard.insert(item, starts);
-                }
-            }
-            match joinable {
-                Some(a) if self.cfg.scheme.notify => {
-                    self.items[item.0 as usize].in_flight.insert(client);
-                    self.send(client, ServerMsg::Notify(a));
-                }
-                _ => waits.push(item),
-            }
+            self.release(client, &mut waits);
         }
         // One re-filing of the client for the whole request.
         self.demand.add_waits(client, &waits, now);
@@ -290,23 +256,17 @@ impl Server {
             *asked = asked.saturating_add(nak.total_needed());
             if *asked > st.layout.symbols().saturating_mul(mult as u64) {
                 self.stats.over_budget += 1;
-                let name = st.info.name.clone();
-                self.items[item.0 as usize].in_flight.remove(&client);
-                self.demand.remove_wait(client, item);
-                self.send(
-                    client,
-                    ServerMsg::Failed {
-                        item: Some(item),
-                        name,
-                        reason: format!("asked for more than {mult} times the item in repairs"),
-                    },
-                );
+                let reason = format!("asked for more than {mult} times the item in repairs");
+                self.refuse(now, client, item, reason);
                 return;
             }
         }
         self.stats.naks += 1;
         self.naks_this_round += 1;
         self.observe_report(now, client, nak.transmission);
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.unreported.remove(&item);
+        }
         self.awaiting.remove(&(client, item));
         self.account(client, nak.transmission, nak.received, nak.expected);
         let in_flight = self.items[item.0 as usize].in_flight.contains(&client);
@@ -458,6 +418,7 @@ impl Server {
         self.account(client, t, received, expected);
         self.observe_report(now, client, t);
         self.stats.items_done += 1;
+        self.close_in_window(now, client, item);
         self.awaiting.remove(&(client, item));
         self.items[item.0 as usize].in_flight.remove(&client);
         self.demand.remove_wait(client, item);
@@ -475,6 +436,7 @@ impl Server {
             c.done.insert(item);
             c.needs.remove(&item);
             c.unheard.remove(&item);
+            c.unreported.remove(&item);
             let (d, t) = (c.done.len() as u32, c.requested.len() as u32);
             self.send(
                 client,
@@ -491,7 +453,10 @@ impl Server {
         let Some(c) = self.clients.get_mut(&client) else {
             return;
         };
-        let all = !c.requested.is_empty() && c.requested.iter().all(|i| c.done.contains(i));
+        // Only requested items are ever marked done (`on_done`), so
+        // counting is enough: checking each item made every report cost
+        // as much as the items done so far.
+        let all = !c.requested.is_empty() && c.done.len() >= c.requested.len();
         if all && !c.complete {
             c.complete = true;
             self.send(client, ServerMsg::Done);

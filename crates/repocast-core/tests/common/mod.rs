@@ -1,10 +1,36 @@
-//! Helpers the server tests share (`server_api.rs`, `send_sizing.rs`):
-//! driving a bare `Server` by hand, one packet a millisecond.
+//! Helpers the server tests share (`server_api.rs`, `send_sizing.rs`,
+//! `report_lag.rs`, `request_window.rs`): driving a bare `Server` by
+//! hand, one packet a millisecond.
 
-use repocast_core::server::{NoPayload, Server, Transmit};
+use repocast_core::fec::CodeKind;
+use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
 use repocast_core::wire::{AnnounceRepr, ServerMsg};
 use repocast_core::{ClientId, Instant, ItemId};
 use std::time::Duration;
+
+/// `items` items of 640 bytes (10 packets each, one a millisecond), FEC
+/// off, accounting mode, with `cfg`'s changes to those settings.
+pub fn small_items(items: u32, cfg: impl FnOnce(&mut ServerConfig)) -> Server {
+    let mut c = ServerConfig {
+        scheme: "FEC(0)+R(inf)".parse().expect("scheme"),
+        code: CodeKind::RaptorQ,
+        symbol_size: 64,
+        max_block_symbols: 100,
+        packet_interval: Duration::from_millis(1),
+        payloads: false,
+        ..ServerConfig::default()
+    };
+    cfg(&mut c);
+    let items = (0..items)
+        .map(|i| ItemInfo {
+            name: format!("f{i}"),
+            size: 640,
+            hash: [0; 32],
+            block_hashes: vec![],
+        })
+        .collect();
+    Server::new(c, items).expect("server")
+}
 
 /// Drains everything due by `now`, returning announcements and control messages.
 pub fn drain(s: &mut Server, now: Instant) -> (Vec<AnnounceRepr>, Vec<(ClientId, ServerMsg)>, u32) {

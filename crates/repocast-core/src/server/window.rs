@@ -1,0 +1,110 @@
+//! The request window: how many of one client's items the server works on
+//! at a time ([`super::ServerConfig::request_window`]).
+//!
+//! A request for thousands of small files would otherwise have every
+//! manifest sent at once and every item put on air at the link's rate,
+//! while the receiver takes in each manifest (a file to create) and each
+//! item (a file to write and hash) at its own, slower pace: its reports
+//! then come seconds late, are counted missing, and the items go again,
+//! which puts it further behind (measured: `docs/benchmarks.md`, session
+//! 53). With a window, the server sends the manifests of, and schedules,
+//! only the first `request_window` of a client's requested items; each
+//! item that ends for the client (done, or failed for it) lets the next
+//! one in, in the order it asked. A request smaller than the window is
+//! served exactly as without one. Sits between [`super::reports`] (which
+//! takes requests and reports in) and the demand table.
+
+use super::{Server, ServerMsg};
+use crate::wire::AnnounceKind;
+use crate::{ClientId, Instant, ItemId, TransmissionId};
+
+impl Server {
+    /// Lets client `client`'s waiting items in while its window has room:
+    /// each gets its manifest, and joins its transmission on air or waits
+    /// for one (the waits are added to `waits`, filed by the caller).
+    pub(super) fn release(&mut self, client: ClientId, waits: &mut Vec<ItemId>) {
+        let room = self.cfg.request_window.map_or(usize::MAX, |w| w as usize);
+        loop {
+            let Some(c) = self.clients.get_mut(&client) else {
+                return;
+            };
+            if c.open.len() >= room {
+                return;
+            }
+            let Some(item) = c.backlog.pop_front() else {
+                return;
+            };
+            // Failed since it was asked for (the client was told then), or
+            // reported done already: nothing to start.
+            if c.done.contains(&item) || self.items[item.0 as usize].failed.is_some() {
+                continue;
+            }
+            c.open.insert(item);
+            self.start_item(client, item, waits);
+        }
+    }
+
+    /// Item `item` has ended for client `client` (done, or failed for
+    /// it): its place in the window goes to the next item it asked for.
+    pub(super) fn close_in_window(&mut self, now: Instant, client: ClientId, item: ItemId) {
+        let Some(c) = self.clients.get_mut(&client) else {
+            return;
+        };
+        if !c.open.remove(&item) || c.backlog.is_empty() {
+            return;
+        }
+        let mut waits = Vec::new();
+        self.release(client, &mut waits);
+        self.demand.add_waits(client, &waits, now);
+    }
+
+    /// Sends the manifest of `item`, just let into the window, to
+    /// `client`, and has it listen to the item's transmission on air or
+    /// wait for one.
+    fn start_item(&mut self, client: ClientId, item: ItemId, waits: &mut Vec<ItemId>) {
+        let blocks = self.items[item.0 as usize].layout.blocks();
+        let next_transmission = TransmissionId(self.next_tid);
+        if let Some(entry) = self.manifest(item) {
+            self.send(
+                client,
+                ServerMsg::Manifest {
+                    entry,
+                    next_transmission,
+                },
+            );
+        }
+        if blocks == 0 {
+            // An empty item: nothing to send; the client completes it from
+            // the manifest alone and reports it done.
+            return;
+        }
+        if let Some(needs) = self.held_needs(client, item) {
+            self.stats.resumed_requests += 1;
+            let all_held = needs.is_empty();
+            if let Some(c) = self.clients.get_mut(&client) {
+                c.needs.insert(item, needs);
+            }
+            if all_held {
+                // It completes from its own blocks and reports done.
+                return;
+            }
+        }
+        let on_air = self.unfinished_sends().find(|t| t.item == item);
+        let joinable = (on_air)
+            .filter(|t| t.kind != AnnounceKind::End)
+            .map(|t| self.announce(t, t.kind));
+        if on_air.is_none() {
+            let starts = self.items[item.0 as usize].starts;
+            if let Some(c) = self.clients.get_mut(&client) {
+                c.unheard.insert(item, starts);
+            }
+        }
+        match joinable {
+            Some(a) if self.cfg.scheme.notify => {
+                self.items[item.0 as usize].in_flight.insert(client);
+                self.send(client, ServerMsg::Notify(a));
+            }
+            _ => waits.push(item),
+        }
+    }
+}
