@@ -152,9 +152,10 @@ pub struct ServerConfig {
     /// (None: no limit).
     pub repair_budget: Option<u32>,
     /// Most of one client's requested items the server works on at a
-    /// time (manifest sent, not yet done or failed for it); the rest wait
-    /// their turn in the order asked (`server::window`). None: all at
-    /// once (the study's setting).
+    /// time (manifest sent, not yet done or failed for it): half in the
+    /// order asked, the rest waiting their turn, and half for joining
+    /// scheduled sends of items still waiting (`server::window`). None:
+    /// all at once (the study's setting).
     pub request_window: Option<u32>,
     /// Push mode: the budget of item data whose encoders the server keeps
     /// between passes; a larger item is streamed, about this many bytes of

@@ -108,6 +108,9 @@ struct ItemState {
     starts: u64,
     /// Clients that were sent the item and have not reported it done.
     in_flight: BTreeSet<ClientId>,
+    /// Clients that asked for it and wait for room in their request
+    /// window ([`window`]).
+    queued: BTreeSet<ClientId>,
     failed: Option<String>,
 }
 
@@ -152,7 +155,8 @@ struct ClientState {
     /// How late its reports come ([`lag`]).
     lag: lag::ReportLag,
     /// Items it asked for that wait for room in its window, in the order
-    /// asked, and the items in it ([`window`]).
+    /// asked (an item that joined a send meanwhile is skipped: it is no
+    /// longer in the item's `queued`), and the items in it ([`window`]).
     backlog: VecDeque<ItemId>,
     open: BTreeSet<ItemId>,
 }
@@ -311,6 +315,7 @@ impl Server {
                 fec,
                 layout,
                 in_flight: BTreeSet::new(),
+                queued: BTreeSet::new(),
                 failed: None,
             });
         }
@@ -400,6 +405,9 @@ impl Server {
     pub fn handle_disconnect(&mut self, _now: Instant, client: ClientId) {
         if let Some(c) = self.clients.remove(&client) {
             self.hosts.record(c.peer, c.received, c.expected);
+            for item in c.backlog {
+                self.items[item.0 as usize].queued.remove(&client);
+            }
         }
         self.demand.remove_client(client);
         for it in &mut self.items {
@@ -704,40 +712,6 @@ impl Server {
         }
     }
 
-    /// Counts one more transmission of `item` that client `c` did not
-    /// report on: past the repair budget's number of them in a row, the
-    /// item is not sent again for it (an honest receiver reports on
-    /// nearly every one, if late: [`lag`]). No budget, no limit.
-    fn unreported_past_budget(&mut self, c: ClientId, item: ItemId) -> bool {
-        let (Some(budget), Some(st)) = (self.cfg.repair_budget, self.clients.get_mut(&c)) else {
-            return false;
-        };
-        let n = st.unreported.entry(item).or_insert(0);
-        *n = n.saturating_add(1);
-        *n >= budget
-    }
-
-    /// The item fails for client `c` alone, with a reason: it no longer
-    /// waits for it or listens to it.
-    pub(super) fn refuse(&mut self, now: Instant, c: ClientId, item: ItemId, reason: String) {
-        let Some(st) = self.items.get_mut(item.0 as usize) else {
-            return;
-        };
-        st.in_flight.remove(&c);
-        let name = st.info.name.clone();
-        self.awaiting.remove(&(c, item));
-        self.demand.remove_wait(c, item);
-        self.send(
-            c,
-            ServerMsg::Failed {
-                item: Some(item),
-                name,
-                reason,
-            },
-        );
-        self.close_in_window(now, c, item);
-    }
-
     fn finish_current(&mut self, now: Instant) {
         if let Some(mut t) = self.current.take() {
             // ARM allocates ids as it goes: the next transmission of the item
@@ -796,6 +770,7 @@ impl Server {
         };
         st.failed = Some(reason.clone());
         st.in_flight.clear();
+        st.queued.clear();
         let name = st.info.name.clone();
         for c in self.demand.waiters(item) {
             self.demand.remove_wait(c, item);

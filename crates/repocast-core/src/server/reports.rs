@@ -1,7 +1,9 @@
 //! The server's side of the request connection: hello, catalogue, requests
 //! (with `+notify`), and the reports clients send after each transmission:
 //! NAKs (answered by repair or rescheduling, per the retransmission policy)
-//! and item-done.
+//! and item-done; and the repair budget, which bounds what one client may
+//! cost per item, in what its NAKs ask for and in sends it leaves without
+//! a report (past it, the item fails for that client alone).
 
 use super::transmission::{Esis, Segment};
 use super::{RepairJob, Server, ServerEvent, Transmit};
@@ -192,6 +194,7 @@ impl Server {
             // ([`super::window`]).
             if let Some(c) = self.clients.get_mut(&client) {
                 c.backlog.push_back(item);
+                self.items[item.0 as usize].queued.insert(client);
             }
             self.release(client, &mut waits);
         }
@@ -462,5 +465,39 @@ impl Server {
             self.send(client, ServerMsg::Done);
             self.events.push_back(ServerEvent::ClientComplete(client));
         }
+    }
+
+    /// Counts one more transmission of `item` that client `c` did not
+    /// report on: past the repair budget's number of them in a row, the
+    /// item is not sent again for it (an honest receiver reports on
+    /// nearly every one, if late: [`lag`]). No budget, no limit.
+    pub(super) fn unreported_past_budget(&mut self, c: ClientId, item: ItemId) -> bool {
+        let (Some(budget), Some(st)) = (self.cfg.repair_budget, self.clients.get_mut(&c)) else {
+            return false;
+        };
+        let n = st.unreported.entry(item).or_insert(0);
+        *n = n.saturating_add(1);
+        *n >= budget
+    }
+
+    /// The item fails for client `c` alone, with a reason: it no longer
+    /// waits for it or listens to it.
+    pub(super) fn refuse(&mut self, now: Instant, c: ClientId, item: ItemId, reason: String) {
+        let Some(st) = self.items.get_mut(item.0 as usize) else {
+            return;
+        };
+        st.in_flight.remove(&c);
+        let name = st.info.name.clone();
+        self.awaiting.remove(&(c, item));
+        self.demand.remove_wait(c, item);
+        self.send(
+            c,
+            ServerMsg::Failed {
+                item: Some(item),
+                name,
+                reason,
+            },
+        );
+        self.close_in_window(now, c, item);
     }
 }

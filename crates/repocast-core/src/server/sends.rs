@@ -103,7 +103,9 @@ impl Server {
         let listeners = if push {
             Vec::new()
         } else {
-            self.demand.waiters(item)
+            let mut l = self.demand.waiters(item);
+            l.extend(self.join_from_backlogs(item));
+            l
         };
         if !push {
             self.restart_ids_if_unheard(item, &listeners);
