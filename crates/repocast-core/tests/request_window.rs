@@ -7,8 +7,8 @@
 //! one.
 
 use repocast_core::server::Server;
-use repocast_core::wire::{AnnounceKind, ClientMsg, ItemSel, ServerMsg};
-use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 #[allow(dead_code)] // not every test file uses every helper
@@ -213,4 +213,33 @@ fn a_client_asking_a_moment_later_joins_the_sends_of_what_the_first_is_at() {
     // asked for (its own order's room was full).
     let joined = (log.listens(b).iter()).filter(|&&(i, _)| i.0 >= 2).count();
     assert!(joined >= 4, "{:?}", log.listens(b));
+}
+
+#[test]
+fn an_item_refused_before_its_turn_is_never_started() {
+    // A client NAKs an item still waiting its turn, past the repair
+    // budget: it fails for it at once, and is not started when its turn
+    // would have come.
+    let mut s = server(Some(2), Some(2));
+    let c = ask(&mut s, Instant::ZERO, 0..3);
+    let nak = ClientMsg::Nak(NakRepr {
+        transmission: TransmissionId(0),
+        item: ItemId(2),
+        received: 0,
+        expected: 10,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count: 10,
+            missing: vec![],
+        }],
+    });
+    for _ in 0..3 {
+        s.handle_client_msg(Instant::ZERO, c, nak.clone());
+    }
+    assert_eq!(s.stats().over_budget, 1);
+    let mut log = Log::default();
+    run(&mut s, Instant::ZERO, 1_000, &[c], &mut log);
+    assert_eq!(log.manifests(c), [ItemId(0), ItemId(1)]);
+    let sent: Vec<ItemId> = log.ends.iter().map(|e| e.0).collect();
+    assert_eq!(sent, [ItemId(0), ItemId(1)]);
 }

@@ -481,12 +481,13 @@ impl Server {
     }
 
     /// The item fails for client `c` alone, with a reason: it no longer
-    /// waits for it or listens to it.
+    /// waits for it or listens to it, nor will once its turn comes.
     pub(super) fn refuse(&mut self, now: Instant, c: ClientId, item: ItemId, reason: String) {
         let Some(st) = self.items.get_mut(item.0 as usize) else {
             return;
         };
         st.in_flight.remove(&c);
+        st.queued.remove(&c);
         let name = st.info.name.clone();
         self.awaiting.remove(&(c, item));
         self.demand.remove_wait(c, item);
