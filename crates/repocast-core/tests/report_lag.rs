@@ -5,13 +5,13 @@
 //! study's setting), keeps the fixed wait.
 
 use repocast_core::server::Server;
-use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
-use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::wire::{AnnounceKind, ClientMsg, ItemSel, ServerMsg};
+use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 #[allow(dead_code)] // not every test file uses every helper
 mod common;
-use common::{drain, small_items};
+use common::{drain, nak_whole, small_items};
 
 const CAP: Duration = Duration::from_secs(10);
 
@@ -229,18 +229,7 @@ fn a_report_even_a_late_one_starts_the_count_of_silent_sends_again() {
     let (last, _) = *ends.last().expect("a send");
     let (more, _) = run(&mut s, now, now + Duration::from_millis(2_500));
     now = now + Duration::from_millis(2_501);
-    let nak = NakRepr {
-        transmission: last,
-        item,
-        received: 0,
-        expected: 10,
-        needs: vec![BlockNeed {
-            block: BlockId(0),
-            count: 10,
-            missing: vec![],
-        }],
-    };
-    s.handle_client_msg(now, c, ClientMsg::Nak(nak));
+    s.handle_client_msg(now, c, nak_whole(last, item));
     // Silent again, it gets up to budget more sends before the item fails:
     // well past the budget in all.
     let (after, ctl) = run(&mut s, now, now + Duration::from_millis(120_000));

@@ -7,13 +7,13 @@
 //! one.
 
 use repocast_core::server::Server;
-use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
-use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
+use repocast_core::wire::{AnnounceKind, ClientMsg, ItemSel, ServerMsg};
+use repocast_core::{ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 #[allow(dead_code)] // not every test file uses every helper
 mod common;
-use common::{drain, small_items};
+use common::{drain, nak_whole, small_items};
 
 const ITEMS: u32 = 10;
 
@@ -222,17 +222,7 @@ fn an_item_refused_before_its_turn_is_never_started() {
     // would have come.
     let mut s = server(Some(2), Some(2));
     let c = ask(&mut s, Instant::ZERO, 0..3);
-    let nak = ClientMsg::Nak(NakRepr {
-        transmission: TransmissionId(0),
-        item: ItemId(2),
-        received: 0,
-        expected: 10,
-        needs: vec![BlockNeed {
-            block: BlockId(0),
-            count: 10,
-            missing: vec![],
-        }],
-    });
+    let nak = nak_whole(TransmissionId(0), ItemId(2));
     for _ in 0..3 {
         s.handle_client_msg(Instant::ZERO, c, nak.clone());
     }

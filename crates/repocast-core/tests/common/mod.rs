@@ -4,8 +4,8 @@
 
 use repocast_core::fec::CodeKind;
 use repocast_core::server::{ItemInfo, NoPayload, Server, ServerConfig, Transmit};
-use repocast_core::wire::{AnnounceRepr, ServerMsg};
-use repocast_core::{ClientId, Instant, ItemId};
+use repocast_core::wire::{AnnounceRepr, BlockNeed, ClientMsg, NakRepr, ServerMsg};
+use repocast_core::{BlockId, ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
 /// `items` items of 640 bytes (10 packets each, one a millisecond), FEC
@@ -30,6 +30,22 @@ pub fn small_items(items: u32, cfg: impl FnOnce(&mut ServerConfig)) -> Server {
         })
         .collect();
     Server::new(c, items).expect("server")
+}
+
+/// A NAK on transmission `t` of a [`small_items`] item from a receiver
+/// that heard none of it: all 10 symbols of its one block.
+pub fn nak_whole(t: TransmissionId, item: ItemId) -> ClientMsg {
+    ClientMsg::Nak(NakRepr {
+        transmission: t,
+        item,
+        received: 0,
+        expected: 10,
+        needs: vec![BlockNeed {
+            block: BlockId(0),
+            count: 10,
+            missing: vec![],
+        }],
+    })
 }
 
 /// Drains everything due by `now`, returning announcements and control messages.
