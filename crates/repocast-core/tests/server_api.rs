@@ -3,7 +3,6 @@
 //! counted, and accounting mode never asks the block source for bytes.
 
 use repocast_core::endpoint::server::ServerEndpoint;
-use repocast_core::fec::CodeKind;
 use repocast_core::profile::Profile;
 use repocast_core::server::{IdleFec, ItemInfo, NoPayload, Server, ServerConfig, Transmit};
 use repocast_core::wire::{AnnounceKind, BlockNeed, ClientMsg, ItemSel, NakRepr, ServerMsg};
@@ -12,32 +11,18 @@ use std::time::Duration;
 
 #[allow(dead_code)] // not every test file uses every helper
 mod common;
-use common::{drain, ids_sent};
+use common::{drain, ids_sent, small_item_infos, small_items};
 
 fn server(scheme: &str) -> Server {
-    let cfg = ServerConfig {
-        scheme: scheme.parse().expect("scheme"),
-        code: CodeKind::RaptorQ,
-        symbol_size: 64,
-        max_block_symbols: 100,
-        packet_interval: Duration::from_millis(1),
-        nak_widen_threshold: 2,
-        payloads: false,
-        ..ServerConfig::default()
-    };
-    Server::new(cfg, three_items()).expect("server")
+    small_items(3, |c| {
+        c.scheme = scheme.parse().expect("scheme");
+        c.nak_widen_threshold = 2;
+    })
 }
 
 /// Three items of 640 bytes (10 symbols each), accounting mode.
 fn three_items() -> Vec<ItemInfo> {
-    (0..3)
-        .map(|i| ItemInfo {
-            name: format!("f{i}"),
-            size: 640,
-            hash: [0; 32],
-            block_hashes: vec![],
-        })
-        .collect()
+    small_item_infos(3)
 }
 
 /// A new request connection at `at` asking for `items`; returns its id.

@@ -693,9 +693,8 @@ impl Server {
             self.awaiting.remove(&(c, item));
             if self.items[item.0 as usize].in_flight.remove(&c) {
                 self.stats.report_timeouts += 1;
-                if self.unreported_past_budget(c, item) {
+                if let Some(sends) = self.unreported_past_budget(c, item) {
                     self.stats.unreported_failures += 1;
-                    let sends = self.cfg.repair_budget.unwrap_or(0);
                     self.refuse(
                         now,
                         c,

@@ -468,16 +468,20 @@ impl Server {
     }
 
     /// Counts one more transmission of `item` that client `c` did not
-    /// report on: past the repair budget's number of them in a row, the
+    /// report on: at the repair budget's number of them in a row, the
     /// item is not sent again for it (an honest receiver reports on
-    /// nearly every one, if late: [`lag`]). No budget, no limit.
-    pub(super) fn unreported_past_budget(&mut self, c: ClientId, item: ItemId) -> bool {
-        let (Some(budget), Some(st)) = (self.cfg.repair_budget, self.clients.get_mut(&c)) else {
-            return false;
-        };
-        let n = st.unreported.entry(item).or_insert(0);
+    /// nearly every one, if late: [`lag`]), and the budget is returned.
+    /// No budget, no limit.
+    pub(super) fn unreported_past_budget(&mut self, c: ClientId, item: ItemId) -> Option<u32> {
+        let budget = self.cfg.repair_budget?;
+        let n = self
+            .clients
+            .get_mut(&c)?
+            .unreported
+            .entry(item)
+            .or_insert(0);
         *n = n.saturating_add(1);
-        *n >= budget
+        (*n >= budget).then_some(budget)
     }
 
     /// The item fails for client `c` alone, with a reason: it no longer

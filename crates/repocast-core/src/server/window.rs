@@ -91,16 +91,8 @@ impl Server {
             // the first ids (`Server::restart_ids_if_unheard`).
             c.unheard.insert(item, starts);
             self.send_manifest(client, item);
-            match self.held_needs(client, item) {
-                Some(needs) if needs.is_empty() => self.stats.resumed_requests += 1,
-                Some(needs) => {
-                    self.stats.resumed_requests += 1;
-                    if let Some(c) = self.clients.get_mut(&client) {
-                        c.needs.insert(item, needs);
-                    }
-                    listeners.push(client);
-                }
-                None => listeners.push(client),
+            if !self.resume_from_have(client, item) {
+                listeners.push(client);
             }
         }
         listeners
@@ -131,16 +123,8 @@ impl Server {
             // the manifest alone and reports it done.
             return;
         }
-        if let Some(needs) = self.held_needs(client, item) {
-            self.stats.resumed_requests += 1;
-            let all_held = needs.is_empty();
-            if let Some(c) = self.clients.get_mut(&client) {
-                c.needs.insert(item, needs);
-            }
-            if all_held {
-                // It completes from its own blocks and reports done.
-                return;
-            }
+        if self.resume_from_have(client, item) {
+            return;
         }
         let on_air = self.unfinished_sends().find(|t| t.item == item);
         let joinable = (on_air)
@@ -159,6 +143,21 @@ impl Server {
             }
             _ => waits.push(item),
         }
+    }
+
+    /// What `client` said it holds of `item` (its `Have`) becomes its
+    /// need: every block it lacks. True when it holds them all: it
+    /// completes from its own blocks and reports done.
+    fn resume_from_have(&mut self, client: ClientId, item: ItemId) -> bool {
+        let Some(needs) = self.held_needs(client, item) else {
+            return false;
+        };
+        self.stats.resumed_requests += 1;
+        let all_held = needs.is_empty();
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.needs.insert(item, needs);
+        }
+        all_held
     }
 
     /// Sends `client` the manifest of `item`, naming the next

@@ -21,15 +21,19 @@ pub fn small_items(items: u32, cfg: impl FnOnce(&mut ServerConfig)) -> Server {
         ..ServerConfig::default()
     };
     cfg(&mut c);
-    let items = (0..items)
+    Server::new(c, small_item_infos(items)).expect("server")
+}
+
+/// The items of [`small_items`]: `n` of 640 bytes, named `f0`, `f1`, ...
+pub fn small_item_infos(n: u32) -> Vec<ItemInfo> {
+    (0..n)
         .map(|i| ItemInfo {
             name: format!("f{i}"),
             size: 640,
             hash: [0; 32],
             block_hashes: vec![],
         })
-        .collect();
-    Server::new(c, items).expect("server")
+        .collect()
 }
 
 /// A NAK on transmission `t` of a [`small_items`] item from a receiver
