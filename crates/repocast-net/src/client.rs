@@ -329,7 +329,7 @@ async fn drive<S: BlockStore>(
                     }
                 }
             }
-            Some(job) = jobs.done() => ep.decoded(core_now(start), job),
+            Some(job) = jobs.done() => crate::jobs::Decodes::work_done(ep, core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             // Seen at the top of the loop.
             _ = stopping(stop.as_mut()) => {}
@@ -412,7 +412,11 @@ pub(crate) fn endpoint(
     lent: &[Source],
     verified: Verified,
 ) -> Result<ClientEndpoint<Store>, NetError> {
-    let mut store = Store::new(&opts.out)?.overwrite(opts.overwrite);
+    // Its files are fsynced and renamed into place off the receiving
+    // loop, by the driver's finish jobs.
+    let mut store = Store::new(&opts.out)?
+        .overwrite(opts.overwrite)
+        .finish_away(true);
     for src in lent {
         match store.seed(src) {
             Ok(n) => tracing::debug!("{}: {n} blocks lent by another request", src.name),

@@ -16,6 +16,7 @@
 pub mod assembly;
 pub mod catalogue_code;
 pub mod client;
+pub mod finish;
 pub mod listen;
 pub mod pack;
 pub mod push;

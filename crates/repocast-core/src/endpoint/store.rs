@@ -87,6 +87,11 @@ pub struct PackMember {
 /// [`BlockStore::unpack`] gives them.
 pub type UnpackWork = Box<dyn FnOnce() -> Vec<Result<bool, StoreError>> + Send>;
 
+/// An item's last I/O on another thread (the fsync, the whole hash's
+/// check, the rename into place): whether its bytes matched, as
+/// [`BlockStore::finish`] gives it.
+pub type FinishWork = Box<dyn FnOnce() -> Result<bool, StoreError> + Send>;
+
 /// Symbols of a partly received block: (symbol id, bytes).
 pub type Symbols = Vec<(u32, Vec<u8>)>;
 
@@ -128,6 +133,16 @@ pub trait BlockStore {
     /// Every block is in: checks the whole item's hash and, if it matches,
     /// puts it in its final place. Returns whether it matched.
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError>;
+    /// [`BlockStore::finish`]'s I/O as a job to run on another thread
+    /// ([`super::finish`]), or `None` to have `finish` do it here. The
+    /// store hands the item's file over to it; [`BlockStore::finished`]
+    /// takes its result back.
+    fn finish_work(&mut self, _item: ItemId) -> Option<FinishWork> {
+        None
+    }
+    /// The job of [`BlockStore::finish_work`] is back: `ok` is whether it
+    /// put the item in place (what `finish` does after its I/O).
+    fn finished(&mut self, _item: ItemId, _ok: bool) {}
     /// The item failed: drop what is held of it.
     fn discard(&mut self, item: ItemId);
     /// Stops receiving an item but keeps what is durable of it for a later
@@ -228,6 +243,12 @@ pub struct MemoryStore {
     /// Members cut out by jobs, not yet taken into `done`
     /// ([`MemoryStore::land`]).
     landing: Arc<Mutex<Files>>,
+    /// Hand each item's whole-hash check out as a job
+    /// ([`BlockStore::finish_work`]), as a store on disk does its fsync
+    /// and rename: the item is in only once the job is back.
+    pub finish_as_jobs: bool,
+    /// Items out being finished by a job, until [`BlockStore::finished`].
+    finishing: FastMap<ItemId, (ManifestEntry, Arc<Vec<u8>>)>,
 }
 
 /// Files by name, with their bytes.
@@ -467,6 +488,30 @@ impl BlockStore for MemoryStore {
             self.finished.insert(m.name.clone(), m);
         }
         Ok(ok)
+    }
+
+    fn finish_work(&mut self, item: ItemId) -> Option<FinishWork> {
+        if !self.finish_as_jobs || self.packs.contains_key(&item) {
+            return None;
+        }
+        let (m, bytes, _) = self.open.remove(&item)?;
+        let (bytes, hash) = (Arc::new(bytes), m.hash);
+        let theirs = Arc::clone(&bytes);
+        self.finishing.insert(item, (m, bytes));
+        Some(Box::new(move || {
+            Ok(blake3::hash(&theirs).as_bytes() == &hash)
+        }))
+    }
+
+    fn finished(&mut self, item: ItemId, ok: bool) {
+        let Some((m, bytes)) = self.finishing.remove(&item) else {
+            return;
+        };
+        if ok {
+            let bytes = Arc::try_unwrap(bytes).unwrap_or_else(|b| (*b).clone());
+            self.done.insert(m.name.clone(), bytes);
+            self.finished.insert(m.name.clone(), m);
+        }
     }
 
     fn mark_pack(&mut self, item: ItemId) {

@@ -14,12 +14,12 @@
 use super::msg::{self, Ask, Order, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};
 use crate::client::{self, Groups, Progress, readable};
+use crate::jobs::{Decodes, Work};
 use crate::socket::{self, Interface};
 use crate::store::{Source, Store};
 use crate::{NetError, core_now};
 use repocast_core::ItemId;
 use repocast_core::auth::Verified;
-use repocast_core::client::decode::DecodeJob;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::ClientEndpoint;
 use repocast_core::loss::LossSpec;
@@ -272,8 +272,9 @@ struct Hub<'a> {
     /// The item filter on the shared data socket (None: none set on this
     /// socket yet), so an unchanged union is not set again.
     installed: Option<Option<Vec<ItemId>>>,
-    /// Blocks the requests decode off this task, tagged with their slot.
-    jobs: crate::jobs::Jobs<(u64, DecodeJob)>,
+    /// Blocks the requests decode, and items they put in place, off this
+    /// task, tagged with their slot.
+    jobs: crate::jobs::Jobs<(u64, Work)>,
 }
 
 async fn hub(
@@ -332,7 +333,7 @@ async fn hub(
                 }
             },
             Some((id, job)) = h.jobs.done() => {
-                if let Some(s) = h.slot(id) { s.ep.decoded(now(), job) }
+                if let Some(s) = h.slot(id) { s.ep.work_done(now(), job) }
             }
             _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
             _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.receive(Channel::Announce, &mut dgram),
@@ -348,16 +349,17 @@ async fn hub(
     }
 }
 
-/// Hands out every request's blocks ready to decode and takes back those
-/// decoded (a request gone meanwhile drops its own).
-fn trade(slots: &mut [Slot], jobs: &mut crate::jobs::Jobs<(u64, DecodeJob)>, start: StdInstant) {
+/// Hands out every request's blocks ready to decode and items ready to
+/// put in place, and takes back those done (a request gone meanwhile
+/// drops its own).
+fn trade(slots: &mut [Slot], jobs: &mut crate::jobs::Jobs<(u64, Work)>, start: StdInstant) {
     while let Some((id, job)) = jobs.try_done() {
         if let Some(s) = slots.iter_mut().find(|s| s.id == id) {
-            s.ep.decoded(core_now(start), job);
+            s.ep.work_done(core_now(start), job);
         }
     }
     for s in slots {
-        while let Some(job) = s.ep.poll_decode() {
+        while let Some(job) = s.ep.poll_work() {
             jobs.start((s.id, job));
         }
     }
@@ -467,8 +469,9 @@ impl Hub<'_> {
             }
             // A request that ended short waits for its blocks out being
             // decoded (milliseconds): what they verify is written, the
-            // rest kept (`ClientEndpoint::decoded`).
-            if s.ep.is_finished() && s.ep.decodes_away() == 0 {
+            // rest kept (`ClientEndpoint::decoded`); and for its items
+            // out being put in place, so its report says how they ended.
+            if s.ep.is_finished() && s.ep.decodes_away() == 0 && s.ep.finishes_away() == 0 {
                 let s = self.slots.remove(i);
                 let mut rep = client::report(&s.ep, s.started, s.datagrams, 0);
                 rep.shared = true;

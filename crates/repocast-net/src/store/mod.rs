@@ -34,7 +34,7 @@ use crate::NetError;
 use crate::repo::STATE_DIR;
 use kept::Spilled;
 use repocast_core::ItemId;
-use repocast_core::endpoint::store::{BlockStore, Held, Resume, StoreError, Symbols};
+use repocast_core::endpoint::store::{BlockStore, FinishWork, Held, Resume, StoreError, Symbols};
 use repocast_core::fec::layout::Layout;
 use repocast_core::hex;
 use repocast_core::wire::control::MAX_HAVE_BYTES;
@@ -46,6 +46,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
 mod kept;
+mod place;
 pub mod share;
 mod sweep;
 mod unpack;
@@ -168,6 +169,11 @@ pub struct Store {
     /// are unpacked: their partial file (still locked), its path and its
     /// journal's.
     packs: HashMap<ItemId, Option<(File, PathBuf, PathBuf)>>,
+    /// Hand each item's fsync and rename out as a finish job
+    /// ([`BlockStore::finish_work`]; `get`, whose driver runs them).
+    finish_away: bool,
+    /// Items out being put in place ([`place`]).
+    placing: HashMap<ItemId, place::Pending>,
 }
 
 /// BLAKE3 of an open file's bytes (`len`, its expected length, sizes
@@ -267,7 +273,17 @@ impl Store {
             unsynced: Default::default(),
             open_in: HashMap::new(),
             packs: HashMap::new(),
+            finish_away: false,
+            placing: HashMap::new(),
         })
+    }
+
+    /// Hand each item's fsync, hash check and rename out as a finish job
+    /// ([`BlockStore::finish_work`]), for a driver that runs them on
+    /// another thread.
+    pub fn finish_away(mut self, yes: bool) -> Self {
+        self.finish_away = yes;
+        self
     }
 
     /// Replace existing files that differ from the item (`--overwrite`).
@@ -293,7 +309,7 @@ impl Store {
     /// Holds `p` as `item`'s open partial, counted in its folder.
     fn put_item(&mut self, item: ItemId, p: Partial) {
         if let Some(d) = p.final_path.parent() {
-            *self.open_in.entry(d.to_path_buf()).or_default() += 1;
+            self.count_open(d);
         }
         if let Some(old) = self.items.insert(item, p) {
             self.uncount(&old);
@@ -308,13 +324,22 @@ impl Store {
     }
 
     fn uncount(&mut self, p: &Partial) {
-        let Some(d) = p.final_path.parent() else {
-            return;
-        };
-        if let Some(n) = self.open_in.get_mut(d) {
+        if let Some(d) = p.final_path.parent() {
+            self.uncount_open(d);
+        }
+    }
+
+    /// One more item will be renamed into `dir`.
+    fn count_open(&mut self, dir: &Path) {
+        *self.open_in.entry(dir.to_path_buf()).or_default() += 1;
+    }
+
+    /// One item fewer will be renamed into `dir`.
+    fn uncount_open(&mut self, dir: &Path) {
+        if let Some(n) = self.open_in.get_mut(dir) {
             *n -= 1;
             if *n == 0 {
-                self.open_in.remove(d);
+                self.open_in.remove(dir);
             }
         }
     }
@@ -812,56 +837,39 @@ impl BlockStore for Store {
     }
 
     /// Every block is in: checks the whole hash, then fsyncs and renames the
-    /// file into place. Returns whether it verified (a mismatch discards the
-    /// temporary file and journal).
+    /// file into place ([`place`]). Returns whether it verified (a
+    /// mismatch discards the temporary file and journal).
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
-        let mut p = self.take_item(item).ok_or(StoreError::NotOpen("finish"))?;
-        let lent = Source::finished(&p);
-        if let Some((path, _)) = &p.spill {
-            let _ = fs::remove_file(path);
-        }
-        p.drop_log();
-        let Some(file) = p.file else {
-            self.keep_lent(lent);
-            self.sync_folders(false);
+        let is_pack = self.packs.contains_key(&item);
+        let Some(placing) = self.take_placing(item)? else {
             return Ok(true); // the final file was already there and verified
         };
-        // The partial stays open, and so locked, until it is renamed.
-        let journaled = p.journal.is_some();
-        drop(p.journal);
-        file.sync_all().map_err(|e| StoreError::io(&p.tmp, e))?;
-        let ok = file.metadata().is_ok_and(|m| m.len() == p.size)
-            && hash_open(&file, p.size).map_err(|e| StoreError::io(&p.tmp, e))? == p.hash;
-        if !ok {
-            let _ = fs::remove_file(&p.tmp);
-            let _ = fs::remove_file(&p.journal_path);
-            self.sync_folders(false);
+        if is_pack {
+            // Kept here, still locked, until it is unpacked.
+            let ok = placing.check();
+            self.placed(item, false);
+            if ok? {
+                let kept = (placing.file, placing.tmp, placing.journal_path);
+                self.packs.insert(item, Some(kept));
+                return Ok(true);
+            }
             return Ok(false);
         }
-        if let Some(slot) = self.packs.get_mut(&item) {
-            *slot = Some((file, p.tmp, p.journal_path));
-            return Ok(true);
+        let placed = placing.place();
+        self.placed(item, matches!(placed, Ok(true)));
+        placed
+    }
+
+    fn finish_work(&mut self, item: ItemId) -> Option<FinishWork> {
+        if !(self.finish_away && self.can_place_away(item)) {
+            return None;
         }
-        if let Some(parent) = p.final_path.parent() {
-            fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
-        }
-        // The folders were checked at open; check again just before the
-        // rename (the folder may have changed meanwhile).
-        check_parents(&self.root, &p.final_path)?;
-        if let Some((mode, mtime)) = self.attrs.remove(&item) {
-            set_attributes(&p.tmp, mode, mtime)?;
-        }
-        fs::rename(&p.tmp, &p.final_path).map_err(|e| StoreError::io(&p.final_path, e))?;
-        if let Some(parent) = p.final_path.parent() {
-            self.unsynced.insert(parent.to_path_buf());
-        }
-        if journaled {
-            let _ = fs::remove_file(&p.journal_path);
-        }
-        drop(file);
-        self.keep_lent(lent);
-        self.sync_folders(false);
-        Ok(true)
+        let placing = self.take_placing(item).ok().flatten()?;
+        Some(Box::new(move || placing.place()))
+    }
+
+    fn finished(&mut self, item: ItemId, ok: bool) {
+        self.placed(item, ok);
     }
 }
 

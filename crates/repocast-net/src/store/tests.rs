@@ -481,3 +481,42 @@ fn a_folder_is_synced_when_its_last_open_item_is_in() {
     st.discard(ItemId(4));
     assert!(st.open_in.is_empty());
 }
+
+/// An item handed out as a finish job: nothing is at its final path until
+/// the job runs, its folder waits for its rename (it counts as open
+/// meanwhile), and once the job is back the folder is synced and the item
+/// can be lent. A store that is not asked to hand items out keeps
+/// finishing them in place.
+#[test]
+fn an_item_finished_by_a_job_is_in_place_only_when_the_job_has_run() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (data, m, layout) = fixture::two_blocks(ItemId(1));
+    let write_all = |st: &mut Store| {
+        for b in [1, 0] {
+            let at = layout.block_offset(b);
+            let bytes = fixture::block(&data, &layout, b).to_vec();
+            st.write_block(ItemId(1), b, at, &bytes).expect("written");
+        }
+    };
+    let mut inline = Store::new(dir.path()).expect("store");
+    assert!(inline.open(&m).is_ok());
+    write_all(&mut inline);
+    assert!(inline.finish_work(ItemId(1)).is_none(), "not asked to");
+    drop(inline);
+
+    let mut st = Store::new(dir.path()).expect("store").finish_away(true);
+    assert!(st.open(&m).is_ok());
+    write_all(&mut st);
+    let d = dir.path().join("d");
+    let work = st.finish_work(ItemId(1)).expect("a job");
+    assert!(!d.join("f").exists());
+    assert_eq!(st.open_in.get(&d), Some(&1), "its folder waits for it");
+    assert!(st.lend("d/f").is_none());
+    assert!(work().expect("placed"), "verified");
+    assert_eq!(fs::read(d.join("f")).expect("final file"), data);
+    st.finished(ItemId(1), true);
+    assert!(st.open_in.is_empty());
+    assert!(st.unsynced.is_empty(), "d synced once its item is in");
+    assert!(st.lend("d/f").is_some(), "lent once in place");
+    assert!(partial_files(dir.path()).is_empty());
+}

@@ -27,10 +27,12 @@
 //! memory bound (partial blocks spilled to the store and brought back).
 
 mod admit;
+mod finishing;
 mod memory;
 mod wanted;
 
 use super::Channel;
+use super::finish::FinishJob;
 use super::signing::{BatchVerifier, VerifierStats};
 use super::store::{BlockStore, Resume};
 use crate::auth::{self, PublicKey, SessionKey};
@@ -239,6 +241,10 @@ pub struct ClientEndpoint<S: BlockStore> {
     rotated: Vec<(u8, SessionKey)>,
     /// With signed symbols: which data packets signed batches vouched for.
     verifier: Option<BatchVerifier>,
+    /// Items assembled whose last I/O waits to be handed out, and how
+    /// many such jobs are out ([`finishing`]).
+    finishing: VecDeque<FinishJob>,
+    finishes_out: usize,
     stats: ClientEndpointStats,
 }
 
@@ -272,6 +278,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
             session_key: None,
             rotated: Vec::new(),
             verifier: None,
+            finishing: VecDeque::new(),
+            finishes_out: 0,
             stats: ClientEndpointStats::default(),
             cfg,
         };
@@ -745,10 +753,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
                         Err(e) => self.client.abandon(item, e.to_string()),
                     }
                 }
-                ClientEvent::ItemAssembled(item) => match self.store.finish(item) {
-                    Ok(ok) => self.client.confirm_item(now, item, ok),
-                    Err(e) => self.client.abandon(item, e.to_string()),
-                },
+                ClientEvent::ItemAssembled(item) => self.finish_item(now, item),
                 ClientEvent::ItemComplete(item) => {
                     self.events.push_back(Event::Complete { item });
                     if let Some((name, size)) = self.sizes.get(&item).cloned() {

@@ -1,0 +1,192 @@
+//! Items put in place by finish jobs (`repocast_core::endpoint::finish`):
+//! a store that hands an item's last I/O out (`get`'s fsync and rename)
+//! has the item counted verified, and reported done to the server, only
+//! once its job is back; at most `MAX_FINISH_JOBS` are out at once; a job
+//! whose thread was lost fails its item with a reason, and the rest of the
+//! request goes on.
+
+use repocast_core::Instant;
+use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Event, Want};
+use repocast_core::endpoint::finish::{FinishJob, MAX_FINISH_JOBS};
+use repocast_core::endpoint::server::ServerEndpoint;
+use repocast_core::endpoint::store::MemoryStore;
+use repocast_core::endpoint::{Channel, Dest};
+use repocast_core::profile::Profile;
+use repocast_sim::source::MemorySource;
+use std::time::Duration;
+
+type Client = ClientEndpoint<MemoryStore>;
+
+/// Six one-packet items, and their bytes.
+fn files() -> Vec<(String, Vec<u8>)> {
+    (0..6u32)
+        .map(|i| {
+            let bytes = (0..100 + 20 * i).map(|b| (b * 7 + i) as u8).collect();
+            (format!("f{i}"), bytes)
+        })
+        .collect()
+}
+
+struct Run {
+    server: ServerEndpoint,
+    conn: repocast_core::ClientId,
+    source: MemorySource,
+    client: Client,
+    now: Instant,
+}
+
+impl Run {
+    fn new(finish_as_jobs: bool) -> Run {
+        let cfg = Profile::Lan.server();
+        let fec = repocast_core::wire::FecParams {
+            code: cfg.code,
+            symbol_size: cfg.symbol_size,
+            max_block_symbols: cfg.max_block_symbols,
+        };
+        let files = files();
+        let infos = (files.iter())
+            .map(|(n, b)| MemorySource::item_info(n, b, &fec).expect("item"))
+            .collect();
+        let source = MemorySource::new(files.iter().map(|f| f.1.clone()).collect());
+        let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos).expect("server");
+        let conn = server.accept(Instant::ZERO).expect("accepted");
+        let want = Want::Items(files.iter().map(|f| f.0.clone()).collect());
+        let mut store = MemoryStore::default();
+        store.finish_as_jobs = finish_as_jobs;
+        let client = ClientEndpoint::new(
+            Instant::ZERO,
+            ClientEndpointConfig::new(Profile::Lan.client(), want),
+            store,
+        );
+        Run {
+            server,
+            conn,
+            source,
+            client,
+            now: Instant::ZERO,
+        }
+    }
+
+    /// Runs for `steps` of 200 µs, decoding blocks as they are ready and
+    /// taking every finish job handed out (not run) into `out`.
+    fn run(&mut self, steps: u32, out: &mut Vec<FinishJob>) {
+        let mut buf = Vec::new();
+        for _ in 0..steps {
+            while self.client.poll_transmit(&mut buf) {
+                self.server.handle_stream(self.now, self.conn, &buf);
+            }
+            while let Some(ev) = self.client.poll_event() {
+                if let Event::Join(_) = ev {
+                    self.client.joined(self.now);
+                }
+            }
+            while let Some(d) = self
+                .server
+                .poll_transmit(self.now, &mut self.source, &mut buf)
+            {
+                match d {
+                    Dest::Conn(_) => self.client.handle_stream(self.now, &buf),
+                    Dest::Data => self.client.handle_datagram(self.now, Channel::Data, &buf),
+                    Dest::Announce => {
+                        self.client
+                            .handle_datagram(self.now, Channel::Announce, &buf)
+                    }
+                }
+            }
+            self.client.decode_here(self.now);
+            while let Some(job) = self.client.poll_finish() {
+                out.push(job);
+            }
+            self.now = self.now + Duration::from_micros(200);
+            self.server.handle_timeout(self.now);
+            self.client.handle_timeout(self.now);
+        }
+    }
+
+    fn done_at_server(&self) -> u64 {
+        self.server.server().stats().items_done
+    }
+}
+
+#[test]
+fn an_item_counts_as_verified_only_once_its_finish_job_is_back() {
+    let mut r = Run::new(true);
+    let mut jobs = Vec::new();
+    r.run(2_000, &mut jobs);
+    // Every item is in, but only four are out being finished, and none
+    // is verified or reported done.
+    assert_eq!(jobs.len(), MAX_FINISH_JOBS);
+    assert_eq!(r.client.finishes_away(), 6);
+    assert!(!r.client.is_finished());
+    assert!(r.client.outcomes().iter().all(|o| o.result.is_err()));
+    assert_eq!(r.done_at_server(), 0);
+    assert_eq!(r.client.store().file("f0"), None);
+    // One back: its item is verified, and the next goes out.
+    let mut job = jobs.remove(0);
+    let first = job.item();
+    job.run();
+    r.client.finished(r.now, job);
+    assert_eq!(r.client.finishes_away(), 5);
+    r.run(10, &mut jobs);
+    assert_eq!(jobs.len(), MAX_FINISH_JOBS, "the fifth went out");
+    assert_eq!(r.done_at_server(), 1);
+    let verified: Vec<_> = (r.client.outcomes().into_iter())
+        .filter(|o| o.result.is_ok())
+        .collect();
+    assert_eq!(verified.len(), 1);
+    assert_eq!(
+        r.client.store().file(&verified[0].name).map(|b| b.len()),
+        Some(100 + 20 * first.0 as usize)
+    );
+    // The rest back: every item verified and done at the server.
+    while r.client.finishes_away() > 0 {
+        for mut job in jobs.drain(..) {
+            job.run();
+            r.client.finished(r.now, job);
+        }
+        r.run(10, &mut jobs);
+    }
+    r.run(50, &mut jobs);
+    assert!(r.client.is_finished());
+    for (name, bytes) in files() {
+        assert_eq!(r.client.store().file(&name), Some(&bytes[..]), "{name}");
+    }
+    assert_eq!(r.done_at_server(), 6);
+}
+
+#[test]
+fn a_lost_finish_job_fails_its_item_and_the_rest_go_on() {
+    let mut r = Run::new(true);
+    let mut jobs = Vec::new();
+    r.run(2_000, &mut jobs);
+    let mut lost = jobs.remove(0);
+    lost.lose();
+    r.client.finished(r.now, lost);
+    while r.client.finishes_away() > 0 {
+        r.run(10, &mut jobs);
+        for mut job in jobs.drain(..) {
+            job.run();
+            r.client.finished(r.now, job);
+        }
+    }
+    r.run(50, &mut jobs);
+    assert!(r.client.is_finished());
+    let outcomes = r.client.outcomes();
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.result.is_err()).collect();
+    assert_eq!(failed.len(), 1);
+    let reason = failed[0].result.clone().unwrap_err();
+    assert!(reason.contains("put the file in place"), "{reason}");
+    assert_eq!(outcomes.iter().filter(|o| o.result.is_ok()).count(), 5);
+}
+
+#[test]
+fn a_store_that_finishes_in_place_hands_out_no_job() {
+    let mut r = Run::new(false);
+    let mut jobs = Vec::new();
+    r.run(2_000, &mut jobs);
+    assert!(jobs.is_empty());
+    assert_eq!(r.client.finishes_away(), 0);
+    assert!(r.client.is_finished());
+    assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
+    assert_eq!(r.done_at_server(), 6);
+}
