@@ -1,5 +1,8 @@
-//! Progress display for `get`: a bar per item and one overall, with ETA, on
-//! a terminal; plain lines (one per finished item) otherwise.
+//! Progress display for `get`: one bar overall, with ETA, and a bar for
+//! each of the first [`MAX_BARS`] items being received, on a terminal;
+//! plain lines (one per finished item) otherwise. A request for the whole
+//! catalogue knows its total at the start (`Progress::Requested`); one
+//! by name learns it item by item, as the manifests come.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use repocast_core::ItemId;
@@ -7,10 +10,20 @@ use repocast_net::client::Progress;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 
+/// Most items with a bar of their own at once: a request for thousands
+/// of small files has a few hundred open at a time, and a bar each would
+/// fill the terminal and cost the redraws; the overall bar counts them.
+pub const MAX_BARS: usize = 8;
+
 /// Consumes [`Progress`] events of one client.
 pub struct Display {
     multi: Option<MultiProgress>,
     overall: Option<ProgressBar>,
+    /// The overall bar's length is the request's, known at the start.
+    total_known: bool,
+    /// Items verified, and asked for (when known).
+    verified: u64,
+    items: Option<u64>,
     bars: HashMap<ItemId, ProgressBar>,
     names: HashMap<ItemId, String>,
     prefix: String,
@@ -27,11 +40,16 @@ impl Display {
     /// are always shown).
     pub fn new(prefix: &str, bars: bool, lines: bool) -> Display {
         let tty = bars && std::io::stderr().is_terminal();
-        let multi = tty.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        Display::drawn_to(prefix, tty.then(ProgressDrawTarget::stderr), lines)
+    }
+
+    /// A display whose bars (if any) are drawn to `target`.
+    fn drawn_to(prefix: &str, target: Option<ProgressDrawTarget>, lines: bool) -> Display {
+        let multi = target.map(MultiProgress::with_draw_target);
         let overall = multi.as_ref().map(|m| {
             let b = m.add(ProgressBar::new(0));
             b.set_style(style(
-                "{prefix:>8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta}",
+                "{prefix:>8} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} ETA {eta} {msg}",
             ));
             b.set_prefix(format!("{prefix}all"));
             b
@@ -39,6 +57,9 @@ impl Display {
         Display {
             multi,
             overall,
+            total_known: false,
+            verified: 0,
+            items: None,
             bars: HashMap::new(),
             names: HashMap::new(),
             prefix: prefix.to_owned(),
@@ -49,6 +70,14 @@ impl Display {
     /// Shows one event.
     pub fn show(&mut self, p: &Progress) {
         match p {
+            Progress::Requested { items, bytes } => {
+                self.items = Some(*items);
+                if let Some(o) = &self.overall {
+                    o.set_length(*bytes);
+                    self.total_known = true;
+                    o.set_message(format!("0/{items} files"));
+                }
+            }
             Progress::Item {
                 item,
                 name,
@@ -57,8 +86,13 @@ impl Display {
             } => {
                 self.names.insert(*item, name.clone());
                 if let (Some(m), Some(o)) = (&self.multi, &self.overall) {
-                    o.inc_length(*size);
+                    if !self.total_known {
+                        o.inc_length(*size);
+                    }
                     o.inc(*resumed);
+                    if self.bars.len() >= MAX_BARS {
+                        return;
+                    }
                     let b = m.add(ProgressBar::new(*size));
                     b.set_style(style("{prefix:>8} [{bar:40}] {bytes}/{total_bytes} {msg}"));
                     b.set_prefix(self.prefix.clone());
@@ -80,17 +114,22 @@ impl Display {
                     o.inc(*bytes);
                 }
             }
-            Progress::Complete { item } => match self.bars.remove(item) {
-                Some(b) => b.finish_and_clear(),
-                None if self.lines => {
+            Progress::Complete { item } => {
+                if let Some(b) = self.bars.remove(item) {
+                    b.finish_and_clear();
+                }
+                self.verified += 1;
+                if let (Some(o), Some(n)) = (&self.overall, self.items) {
+                    o.set_message(format!("{}/{n} files", self.verified));
+                }
+                if self.multi.is_none() && self.lines {
                     eprintln!(
                         "{}{}: verified",
                         self.prefix,
                         self.names.get(item).map_or("?", String::as_str)
                     )
                 }
-                None => {}
-            },
+            }
             Progress::Join(_) => {}
             Progress::Failed { name, reason } => {
                 let line = format!("{}{name}: FAILED: {reason}", self.prefix);
@@ -134,4 +173,56 @@ pub fn signing_note(s: &repocast_core::endpoint::signing::VerifierStats) -> Stri
         ", symbols signed: {} batches checked, {} refused, {} unlisted packets dropped",
         s.batches, s.bad_batches, s.unsigned_dropped
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(i: u32, size: u64) -> Progress {
+        Progress::Item {
+            item: ItemId(i),
+            name: format!("f{i}"),
+            size,
+            resumed: 0,
+        }
+    }
+
+    fn bars() -> Display {
+        Display::drawn_to("", Some(ProgressDrawTarget::hidden()), false)
+    }
+
+    #[test]
+    fn a_request_known_at_the_start_has_its_total_from_the_start() {
+        let mut d = bars();
+        d.show(&Progress::Requested {
+            items: 20,
+            bytes: 20_000,
+        });
+        for i in 0..20 {
+            d.show(&item(i, 1_000));
+        }
+        let o = d.overall.clone().expect("overall bar");
+        assert_eq!(o.length(), Some(20_000), "not grown by the manifests");
+        assert_eq!(d.bars.len(), MAX_BARS, "a bar each for the first few only");
+        d.show(&Progress::Bytes {
+            item: ItemId(15),
+            bytes: 1_000,
+        });
+        d.show(&Progress::Complete { item: ItemId(15) });
+        d.show(&Progress::Complete { item: ItemId(0) });
+        assert_eq!(o.position(), 1_000);
+        assert_eq!(o.message(), "2/20 files");
+        assert_eq!(d.bars.len(), MAX_BARS - 1);
+    }
+
+    #[test]
+    fn a_request_by_name_grows_its_total_with_each_manifest() {
+        let mut d = bars();
+        d.show(&item(0, 300));
+        d.show(&item(1, 700));
+        let o = d.overall.clone().expect("overall bar");
+        assert_eq!(o.length(), Some(1_000));
+        assert_eq!(d.bars.len(), 2);
+    }
 }

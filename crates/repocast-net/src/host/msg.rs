@@ -86,6 +86,8 @@ pub(crate) enum Order {
 /// The receiver to a `get`.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) enum Tell {
+    /// Progress: the whole request's size, when known at the start.
+    Requested { items: u64, bytes: u64 },
     /// Progress: an item's manifest.
     Item {
         item: u32,
@@ -111,6 +113,7 @@ impl Tell {
     /// The progress event to show, if this is one (never `Join`).
     pub(crate) fn of_progress(p: Progress) -> Option<Tell> {
         Some(match p {
+            Progress::Requested { items, bytes } => Tell::Requested { items, bytes },
             Progress::Item {
                 item,
                 name,
@@ -135,6 +138,7 @@ impl Tell {
     /// The progress event this is, if one.
     pub(crate) fn progress(self) -> Result<Progress, Tell> {
         Ok(match self {
+            Tell::Requested { items, bytes } => Progress::Requested { items, bytes },
             Tell::Item {
                 item,
                 name,

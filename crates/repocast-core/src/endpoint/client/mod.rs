@@ -112,6 +112,17 @@ pub enum Event {
     /// hear it (a symbol sent in between would be lost to it, and a small
     /// item would need a NAK round to finish).
     Join(Channels),
+    /// The whole request, when it is known before the manifests come (a
+    /// request for the whole catalogue: the catalogue gives every item's
+    /// size), so a progress display can show the total from the start
+    /// rather than grow it with each manifest (the server sends those as
+    /// it lets items in: `ServerConfig::request_window`).
+    Requested {
+        /// Items asked for.
+        items: u64,
+        /// Their bytes in all.
+        bytes: u64,
+    },
     /// An item's manifest: its name and size, and bytes already held.
     Item {
         /// The item.
@@ -505,10 +516,16 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
                 self.catalogue.extend(entries);
                 if !more {
-                    let names = match self.cfg.want {
+                    let names: Vec<String> = match self.cfg.want {
                         Want::All => self.catalogue.iter().map(|e| e.name.clone()).collect(),
                         _ => Vec::new(),
                     };
+                    if !names.is_empty() {
+                        self.events.push_back(Event::Requested {
+                            items: names.len() as u64,
+                            bytes: self.catalogue.iter().map(|e| e.size).sum(),
+                        });
+                    }
                     self.request(now, names);
                 }
             }
