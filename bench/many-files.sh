@@ -9,6 +9,13 @@
 #   FILES=5000 MAX_BYTES=64000 DIRS=50 SEED=2 RATE=100M bash bench/many-files.sh
 #   BIN=/path/to/old/repocast bash bench/many-files.sh   # another build
 #   SYSTEMS=repocast bash bench/many-files.sh
+#   sudo FRESH_FS=1 bash bench/many-files.sh   # each client writes to a freshly made ext4
+#
+# FRESH_FS=1 (root) puts each client's output folder on an ext4 made for
+# it (a loop image on the disk under /var/tmp), so every run meets the
+# same filesystem: a folder where many files were made and deleted before
+# makes file creation slower and noisier, and a loop image's fsync is
+# dearer than the bare disk's (closer to a disk that honours it).
 set -euo pipefail
 FILES=${FILES:-20000}
 MAX_BYTES=${MAX_BYTES:-4000}
@@ -21,7 +28,24 @@ BIN=${BIN:-$(dirname "$0")/../target/release/repocast}
 BIN=$(realpath "$BIN")
 W=$(mktemp -d /tmp/many-files.XXXXXX)
 chmod 755 "$W" # nginx's workers read it as another user
-trap 'kill -9 $(jobs -p) 2>/dev/null || true; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+FS=$W/fs
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; umount "$FS" 2>/dev/null || true; rm -f "/var/tmp/$(basename "$W").img"; [ -n "${KEEP:-}" ] || rm -rf "$W"' EXIT
+
+# The folder a client writes `$1` into: on a fresh ext4 with FRESH_FS=1.
+out_dir() {
+    if [ -z "${FRESH_FS:-}" ]; then
+        echo "$W/$1"
+        return
+    fi
+    umount "$FS" 2>/dev/null || true
+    rm -f "/var/tmp/$(basename "$W").img"
+    fallocate -l 3G "/var/tmp/$(basename "$W").img"
+    mkfs.ext4 -q -F "/var/tmp/$(basename "$W").img"
+    mkdir -p "$FS"
+    mount -o loop "/var/tmp/$(basename "$W").img" "$FS"
+    chmod 755 "$FS"
+    echo "$FS/$1"
+}
 PORT=$((20000 + RANDOM % 20000))
 
 python3 - "$W/repo" "$FILES" "$MAX_BYTES" "$DIRS" "$SEED" <<'EOF'
@@ -47,13 +71,14 @@ if [[ $SYSTEMS == *repocast* ]]; then
         > "$W/serve.log" 2>&1 &
     SRV=$!
     for _ in $(seq 100); do [ -f "$W/s.key.pub" ] && grep -q "requests on" "$W/serve.log" && break; sleep 0.1; done
+    OUT=$(out_dir out)
     t0=$(date +%s.%N)
     /usr/bin/time -f "%U %S %M" -o "$W/get.time" "$BIN" get --server 127.0.0.1:$PORT \
-        --trust "$W/s.key.pub" --out "$W/out" --all --no-share --interface 127.0.0.1 \
+        --trust "$W/s.key.pub" --out "$OUT" --all --no-share --interface 127.0.0.1 \
         --emulate-loss "$LOSS" > "$W/get.log" 2>&1 || true
     t1=$(date +%s.%N)
     pkill -INT -P $SRV || true; wait $SRV || true
-    ok=$(diff -r "$W/repo" "$W/out" --exclude=.repocast > /dev/null && echo yes || echo NO)
+    ok=$(diff -r "$W/repo" "$OUT" --exclude=.repocast > /dev/null && echo yes || echo NO)
     printf "repocast  %7.2f s  server %6.2f CPU s, peak RSS %4d MiB  client %6.2f CPU s  identical: %s  (%s)\n" \
         "$(echo "$t1 - $t0" | bc)" "$(cpu "$W/serve.time")" $(($(tail -1 "$W/serve.time" | cut -d" " -f3) / 1024)) \
         "$(cpu "$W/get.time")" "$ok" "$(grep -E 'items verified' "$W/get.log" | head -1 | cut -c1-60)"
@@ -74,14 +99,15 @@ CONF
     /usr/bin/time -f "%U %S %M" -o "$W/http.time" nginx -c "$W/nginx.conf" > /dev/null 2>&1 &
     HTTP=$!
     for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$HP/" && break; sleep 0.1; done
+    HOUT=$(out_dir http-out)
     (cd "$W/repo" && find . -type f | sed 's|^\./||') |
-        awk -v p=$HP -v o="$W/http-out" '{print "url = \"http://127.0.0.1:" p "/" $0 "\"\noutput = \"" o "/" $0 "\""}' > "$W/curl.cfg"
+        awk -v p=$HP -v o="$HOUT" '{print "url = \"http://127.0.0.1:" p "/" $0 "\"\noutput = \"" o "/" $0 "\""}' > "$W/curl.cfg"
     t0=$(date +%s.%N)
     /usr/bin/time -f "%U %S %M" -o "$W/curl.time" curl -sSf --no-progress-meter -Z --parallel-max 50 --create-dirs \
         -K "$W/curl.cfg" > /dev/null 2> "$W/curl.err" || true
     t1=$(date +%s.%N)
     kill -QUIT "$(cat "$W/nginx.pid")" 2>/dev/null || true; wait $HTTP || true
-    ok=$(diff -r "$W/repo" "$W/http-out" > /dev/null && echo yes || echo NO)
+    ok=$(diff -r "$W/repo" "$HOUT" > /dev/null && echo yes || echo NO)
     # nginx's workers are its master's children: time counts them.
     printf "http      %7.2f s  server %6.2f CPU s, peak RSS %4d MiB  client %6.2f CPU s  identical: %s\n" \
         "$(echo "$t1 - $t0" | bc)" "$(cpu "$W/http.time")" $(($(tail -1 "$W/http.time" | cut -d" " -f3) / 1024)) \

@@ -190,3 +190,27 @@ fn a_store_that_finishes_in_place_hands_out_no_job() {
     assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
     assert_eq!(r.done_at_server(), 6);
 }
+
+#[test]
+fn an_item_out_being_finished_at_a_stop_is_verified_when_its_job_is_back() {
+    let mut r = Run::new(true);
+    let mut jobs = Vec::new();
+    r.run(2_000, &mut jobs);
+    r.client.stop("stopped");
+    assert!(r.client.is_finished());
+    assert_eq!(r.client.finishes_away(), 6, "a driver waits for these");
+    // What a driver does before it lets go: every job out and queued.
+    while r.client.finishes_away() > 0 {
+        for mut job in jobs.drain(..) {
+            job.run();
+            r.client.finished(r.now, job);
+        }
+        while let Some(job) = r.client.poll_finish() {
+            jobs.push(job);
+        }
+    }
+    assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
+    for (name, bytes) in files() {
+        assert_eq!(r.client.store().file(&name), Some(&bytes[..]), "{name}");
+    }
+}

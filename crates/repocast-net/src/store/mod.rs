@@ -837,7 +837,7 @@ impl BlockStore for Store {
     }
 
     /// Every block is in: checks the whole hash, then fsyncs and renames the
-    /// file into place ([`place`]). Returns whether it verified (a
+    /// file into place (`store/place.rs`). Returns whether it verified (a
     /// mismatch discards the temporary file and journal).
     fn finish(&mut self, item: ItemId) -> Result<bool, StoreError> {
         let is_pack = self.packs.contains_key(&item);
