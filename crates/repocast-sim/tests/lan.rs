@@ -789,3 +789,61 @@ fn a_request_workload_aggregates_without_idling_or_timeouts() {
         "seed {s}: mean {mean}, unicast {unicast}"
     );
 }
+
+/// A block too small for a job to be back before its first repair symbol
+/// (a one-packet file's repair follows its only source symbol) is
+/// prepared on the sending path: `serve` handed out a job for each of
+/// 20,000 small files, every one too late (session 54). Blocks of at
+/// least `MIN_JOB_SYMBOLS` still go out as jobs, and jobs or none, the
+/// packets are the same.
+#[test]
+fn only_blocks_large_enough_are_prepared_in_jobs() {
+    use repocast_core::fec::layout::Layout;
+    use repocast_core::server::encoders::MIN_JOB_SYMBOLS;
+    let s = seed();
+    let data = items(s);
+    let run = |jobs: bool| {
+        let mut h = VirtualLan::new(
+            Profile::Lan,
+            |c| {
+                c.seed = s;
+                if !jobs {
+                    c.prepare_jobs = 0;
+                }
+            },
+            data.clone(),
+            LossSpec::NONE,
+        )
+        .expect("server");
+        h.add_client(client(names(&[0, 1, 2, 3, 4, 5, 6, 7]), 0.05, 0));
+        assert!(h.run(Instant::from_micros(60_000_000)), "seed {s}");
+        assert_verified(&h, &data, s);
+        h
+    };
+    let with = run(true);
+    let fec = with
+        .server()
+        .server()
+        .manifest(repocast_core::ItemId(5))
+        .expect("item")
+        .fec;
+    let (mut large, mut small) = (0, 0);
+    for (_, bytes) in &data {
+        let layout = Layout::new(bytes.len() as u64, &fec).expect("layout");
+        for b in 0..layout.blocks() {
+            match layout.block_symbols(b) >= MIN_JOB_SYMBOLS {
+                true => large += 1,
+                false => small += 1,
+            }
+        }
+    }
+    assert!(
+        small >= 4 && large >= 3,
+        "seed {s}: {small} small, {large} large"
+    );
+    let jobs = with.server().server().prepare_jobs();
+    assert_eq!((jobs.offered, jobs.late), (large, 0), "seed {s}");
+    let without = run(false);
+    let stats = |h: &VirtualLan| h.server().server().stats();
+    assert_eq!(stats(&with), stats(&without), "seed {s}");
+}

@@ -41,7 +41,7 @@
 
 mod prepare;
 
-pub use prepare::{JobCounts, PrepareJob};
+pub use prepare::{JobCounts, MIN_JOB_SYMBOLS, PrepareJob};
 
 use super::config::BlockSource;
 use super::transmission::{ReadFailed, load_encoder, read_source_symbol};

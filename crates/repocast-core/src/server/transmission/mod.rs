@@ -432,11 +432,13 @@ impl Transmission {
                         .symbol(esi, &mut payload);
                     // A block loaded (or a segment begun) to send source
                     // symbols before repair ones is prepared off the
-                    // sending path meanwhile, if the cache offloads and
-                    // it is not prepared yet.
+                    // sending path meanwhile, if the cache offloads, it
+                    // is not prepared yet, and it is large enough for a
+                    // job to be back in time.
                     let k = layout.block_symbols(block);
                     if (loaded || pos == 0)
                         && esi < k
+                        && k >= super::encoders::MIN_JOB_SYMBOLS
                         && cache.offloads()
                         && (pos..seg.esis.len()).any(|i| seg.esis.get(i) >= k)
                     {
