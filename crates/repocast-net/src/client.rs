@@ -329,7 +329,7 @@ async fn drive<S: BlockStore>(
                     }
                 }
             }
-            Some(job) = jobs.done() => crate::jobs::Decodes::work_done(ep, core_now(start), job),
+            Some(job) = jobs.done() => crate::jobs::HandsOutJobs::work_done(ep, core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             // Seen at the top of the loop.
             _ = stopping(stop.as_mut()) => {}

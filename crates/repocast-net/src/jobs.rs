@@ -157,7 +157,7 @@ impl<J: Job> Jobs<J> {
 
 /// An endpoint that hands out blocks to decode (`get`'s and `listen`'s)
 /// and items to put in place (`get`'s).
-pub(crate) trait Decodes {
+pub(crate) trait HandsOutJobs {
     fn poll_decode(&mut self) -> Option<DecodeJob>;
     fn decoded(&mut self, now: Instant, job: DecodeJob);
     fn poll_finish(&mut self) -> Option<FinishJob> {
@@ -179,7 +179,7 @@ pub(crate) trait Decodes {
     }
 }
 
-impl<S: BlockStore> Decodes for ClientEndpoint<S> {
+impl<S: BlockStore> HandsOutJobs for ClientEndpoint<S> {
     fn poll_decode(&mut self) -> Option<DecodeJob> {
         ClientEndpoint::poll_decode(self)
     }
@@ -194,7 +194,7 @@ impl<S: BlockStore> Decodes for ClientEndpoint<S> {
     }
 }
 
-impl<S: BlockStore> Decodes for ListenEndpoint<S> {
+impl<S: BlockStore> HandsOutJobs for ListenEndpoint<S> {
     fn poll_decode(&mut self) -> Option<DecodeJob> {
         ListenEndpoint::poll_decode(self)
     }
@@ -209,7 +209,7 @@ impl Jobs<Work> {
     /// those waiting to go (the core holds at most its few jobs' worth),
     /// so a run that stops keeps what they verify. No new job comes of
     /// it but an item a decoded block completes.
-    pub(crate) async fn settle(&mut self, ep: &mut impl Decodes, start: std::time::Instant) {
+    pub(crate) async fn settle(&mut self, ep: &mut impl HandsOutJobs, start: std::time::Instant) {
         loop {
             while let Some(job) = ep.poll_work() {
                 self.start(job);
@@ -227,7 +227,7 @@ impl Jobs<Work> {
     /// Takes back the jobs done and hands out those ready. A receiving
     /// loop calls it after every datagram, not only between batches: a
     /// batch can hold several blocks' last symbols.
-    pub(crate) fn trade(&mut self, ep: &mut impl Decodes, start: std::time::Instant) {
+    pub(crate) fn trade(&mut self, ep: &mut impl HandsOutJobs, start: std::time::Instant) {
         while let Some(job) = self.try_done() {
             ep.work_done(crate::core_now(start), job);
         }

@@ -248,7 +248,7 @@ pub async fn listen(
                     ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
                 }
             }
-            Some(job) = jobs.done() => crate::jobs::Decodes::work_done(&mut ep, core_now(start), job),
+            Some(job) = jobs.done() => crate::jobs::HandsOutJobs::work_done(&mut ep, core_now(start), job),
             Some(job) = unpacks.done() => ep.unpacked(core_now(start), job),
             _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
             _ = stopping => {

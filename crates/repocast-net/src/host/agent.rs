@@ -14,7 +14,7 @@
 use super::msg::{self, Ask, Order, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};
 use crate::client::{self, Groups, Progress, readable};
-use crate::jobs::{Decodes, Work};
+use crate::jobs::{HandsOutJobs, Work};
 use crate::socket::{self, Interface};
 use crate::store::{Source, Store};
 use crate::{NetError, core_now};
@@ -321,7 +321,8 @@ async fn hub(
                     if let Some(s) = h.slot(id) { s.ep.handle_close(now()) }
                 }
                 // Stopped, a request keeps what it received; it leaves
-                // once its blocks out being decoded are back (`service`).
+                // once its blocks out being decoded, and its items out
+                // being put in place, are back (`service`).
                 Some(HubMsg::Stop(id)) => {
                     if let Some(s) = h.slot(id) { s.ep.stop(client::STOPPED) }
                 }
