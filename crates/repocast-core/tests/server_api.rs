@@ -20,11 +20,6 @@ fn server(scheme: &str) -> Server {
     })
 }
 
-/// Three items of 640 bytes (10 symbols each), accounting mode.
-fn three_items() -> Vec<ItemInfo> {
-    small_item_infos(3)
-}
-
 /// A new request connection at `at` asking for `items`; returns its id.
 fn ask(s: &mut Server, at: Instant, items: Vec<ItemSel>) -> ClientId {
     let c = s.handle_connect(at);
@@ -424,7 +419,7 @@ fn a_held_server_sleeps_until_the_hold_ends_and_wakes_for_news() {
     cfg.batch_hold = Some(Duration::from_secs(1));
     cfg.batch_hold_after = Duration::ZERO;
     cfg.batch_hold_idle = true;
-    let mut s = Server::new(cfg, three_items()).expect("server");
+    let mut s = Server::new(cfg, small_item_infos(3)).expect("server");
     let ms = |n: u64| Instant::from_micros(n * 1000);
     let ask_for = |s: &mut Server, at: Instant, item: u32| {
         ask(s, at, vec![ItemSel::Id(ItemId(item))]);
@@ -465,7 +460,7 @@ fn the_hold_engages_after_sustained_load_and_idles_only_if_asked() {
         cfg.batch_hold = Some(Duration::from_secs(1));
         cfg.batch_hold_after = Duration::from_millis(after_ms);
         cfg.batch_hold_idle = idle;
-        let mut s = Server::new(cfg, three_items()).expect("server");
+        let mut s = Server::new(cfg, small_item_infos(3)).expect("server");
         let ms = |n: u64| Instant::from_micros(n * 1000);
         let ask_for = |s: &mut Server, at: u64, item: u32| {
             ask(s, ms(at), vec![ItemSel::Id(ItemId(item))]);
@@ -605,7 +600,7 @@ fn the_nak_window_narrows_for_few_receivers() {
             payloads: false,
             ..ServerConfig::default()
         };
-        let mut s = Server::new(cfg, three_items()).expect("server");
+        let mut s = Server::new(cfg, small_item_infos(3)).expect("server");
         let t = Instant::from_micros(0);
         for _ in 0..clients {
             ask(&mut s, t, vec![ItemSel::Id(ItemId(0))]);
@@ -689,7 +684,7 @@ fn an_idle_link_sends_enough_to_spare_a_nak_round() {
             payloads: false,
             ..ServerConfig::default()
         };
-        let mut s = Server::new(cfg, three_items()).expect("server");
+        let mut s = Server::new(cfg, small_item_infos(3)).expect("server");
         let at = |ms: u64| Instant::from_micros(ms * 1000);
         // Two receivers alone at no measured loss: the policy's 10
         // symbols; both then report 20% loss.

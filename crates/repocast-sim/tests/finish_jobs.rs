@@ -103,6 +103,21 @@ impl Run {
         }
     }
 
+    /// Runs every finish job in `jobs`, hands it back, and takes those
+    /// handed out next, until none is away (what a driver does before it
+    /// lets go of the endpoint).
+    fn finish_all(&mut self, jobs: &mut Vec<FinishJob>) {
+        while self.client.finishes_away() > 0 {
+            for mut job in jobs.drain(..) {
+                job.run();
+                self.client.finished(self.now, job);
+            }
+            while let Some(job) = self.client.poll_finish() {
+                jobs.push(job);
+            }
+        }
+    }
+
     fn done_at_server(&self) -> u64 {
         self.server.server().stats().items_done
     }
@@ -139,13 +154,7 @@ fn an_item_counts_as_verified_only_once_its_finish_job_is_back() {
         Some(100 + 20 * first.0 as usize)
     );
     // The rest back: every item verified and done at the server.
-    while r.client.finishes_away() > 0 {
-        for mut job in jobs.drain(..) {
-            job.run();
-            r.client.finished(r.now, job);
-        }
-        r.run(10, &mut jobs);
-    }
+    r.finish_all(&mut jobs);
     r.run(50, &mut jobs);
     assert!(r.client.is_finished());
     for (name, bytes) in files() {
@@ -162,13 +171,7 @@ fn a_lost_finish_job_fails_its_item_and_the_rest_go_on() {
     let mut lost = jobs.remove(0);
     lost.lose();
     r.client.finished(r.now, lost);
-    while r.client.finishes_away() > 0 {
-        r.run(10, &mut jobs);
-        for mut job in jobs.drain(..) {
-            job.run();
-            r.client.finished(r.now, job);
-        }
-    }
+    r.finish_all(&mut jobs);
     r.run(50, &mut jobs);
     assert!(r.client.is_finished());
     let outcomes = r.client.outcomes();
@@ -200,15 +203,7 @@ fn an_item_out_being_finished_at_a_stop_is_verified_when_its_job_is_back() {
     assert!(r.client.is_finished());
     assert_eq!(r.client.finishes_away(), 6, "a driver waits for these");
     // What a driver does before it lets go: every job out and queued.
-    while r.client.finishes_away() > 0 {
-        for mut job in jobs.drain(..) {
-            job.run();
-            r.client.finished(r.now, job);
-        }
-        while let Some(job) = r.client.poll_finish() {
-            jobs.push(job);
-        }
-    }
+    r.finish_all(&mut jobs);
     assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
     for (name, bytes) in files() {
         assert_eq!(r.client.store().file(&name), Some(&bytes[..]), "{name}");

@@ -45,11 +45,6 @@ impl FinishJob {
         }
     }
 
-    /// Whether it has run (or been lost).
-    pub fn has_run(&self) -> bool {
-        self.work.is_none()
-    }
-
     /// Its thread panicked: the item fails with a reason.
     pub fn lose(&mut self) {
         self.work = None;

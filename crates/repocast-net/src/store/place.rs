@@ -80,21 +80,23 @@ impl Store {
     /// Takes `item` out of the open items to be put in place. `None`: its
     /// final file was already there and verified (nothing to do).
     pub(super) fn take_placing(&mut self, item: ItemId) -> Result<Option<Placing>, StoreError> {
-        let mut p = self.take_item(item).ok_or(StoreError::NotOpen("finish"))?;
+        // Out of the open items, but still counted in its folder until
+        // `placed`.
+        let mut p = (self.items.remove(&item)).ok_or(StoreError::NotOpen("finish"))?;
         let lent = Source::finished(&p);
         if let Some((path, _)) = &p.spill {
             let _ = fs::remove_file(path);
         }
         p.drop_log();
+        let folder = p.final_path.parent().map(PathBuf::from);
         let Some(file) = p.file else {
+            if let Some(d) = &folder {
+                self.uncount_open(d);
+            }
             self.keep_lent(lent);
             self.sync_folders(false);
             return Ok(None);
         };
-        let folder = p.final_path.parent().map(PathBuf::from);
-        if let Some(d) = &folder {
-            self.count_open(d);
-        }
         self.placing.insert(item, Pending { folder, lent });
         Ok(Some(Placing {
             file,

@@ -45,9 +45,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// is in place, so its item is verified.
     pub fn finished(&mut self, now: Instant, mut job: FinishJob) {
         self.finishes_out = self.finishes_out.saturating_sub(1);
-        if !job.has_run() {
-            job.run();
-        }
+        job.run(); // a job run (or lost) already has no work left
         let item = job.item;
         let result = job.result.take();
         self.store.finished(item, matches!(result, Some(Ok(true))));
@@ -63,14 +61,5 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// that lets go of a finished endpoint waits for these first.
     pub fn finishes_away(&self) -> usize {
         self.finishing.len() + self.finishes_out
-    }
-
-    /// Runs the finish jobs waiting, here and now, and hands them back (a
-    /// driver with no other thread to give them to).
-    pub fn finish_here(&mut self, now: Instant) {
-        while let Some(mut job) = self.poll_finish() {
-            job.run();
-            self.finished(now, job);
-        }
     }
 }

@@ -31,6 +31,9 @@
 use super::EncoderCache;
 use crate::ItemId;
 
+use crate::fec::BlockEncoder;
+use std::collections::{BTreeSet, VecDeque};
+
 /// Fewest source symbols a block needs for its preparation to go out as
 /// a job. A smaller block's source symbols are over before a job could
 /// come back (a one-packet file's repair symbol follows its only source
@@ -40,8 +43,6 @@ use crate::ItemId;
 /// encoder build and copy on the machine's other core (session 54). At 32
 /// the source symbols last 0.4 ms even at 1 Gbit/s.
 pub const MIN_JOB_SYMBOLS: u32 = 32;
-use crate::fec::BlockEncoder;
-use std::collections::{BTreeSet, VecDeque};
 
 /// One block's encoder to prepare off the sending path.
 pub struct PrepareJob {
