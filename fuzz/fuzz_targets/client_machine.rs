@@ -16,7 +16,9 @@ use repocast_core::client::decode::DecodeJob;
 use repocast_core::client::{Client, ClientConfig, ClientEvent};
 use repocast_core::fec::CodeKind;
 use repocast_core::fec::layout::Layout;
-use repocast_core::wire::{AnnounceRepr, DataRepr, FecParams, ItemSel, ManifestEntry, ServerMsg};
+use repocast_core::wire::{
+    DataRepr, FecParams, ItemSel, ManifestEntry, ServerMsg, parse_announcements,
+};
 use repocast_core::{Instant, ItemId, TransmissionId};
 
 fuzz_target!(|data: &[u8]| {
@@ -56,7 +58,7 @@ fuzz_target!(|data: &[u8]| {
     let whole_ok = data.len() % 2 == 0;
     for (i, pkt) in data.split(|b| *b == 0xFF).enumerate() {
         let now = Instant::from_millis(i as u64);
-        if let Ok(a) = AnnounceRepr::parse(pkt) {
+        for a in parse_announcements(pkt).unwrap_or_default() {
             c.handle_announce(now, &a);
         }
         if let Ok(d) = DataRepr::parse(pkt) {

@@ -298,6 +298,18 @@ proptest! {
     }
 
     #[test]
+    fn announcement_bundles_round_trip(list in proptest::collection::vec(announce(), 1..=8)) {
+        let mut b = Vec::new();
+        emit_announcements(&list, &mut b);
+        prop_assert_eq!(parse_announcements(&b), Ok(list.clone()));
+        // One alone is the plain announcement both parsers read.
+        if let [one] = &list[..] {
+            prop_assert_eq!(AnnounceRepr::parse(&b), Ok(one.clone()));
+        }
+        mangle(&b, |x| parse_announcements(x).is_ok());
+    }
+
+    #[test]
     fn client_messages_round_trip(m in client_msg()) {
         let mut b = Vec::new();
         m.emit(&mut b);
@@ -328,6 +340,7 @@ proptest! {
         let _ = DataRepr::parse(&b);
         let _ = DataRepr::peek_item(&b);
         let _ = AnnounceRepr::parse(&b);
+        let _ = parse_announcements(&b);
         let _ = ClientMsg::parse(&b);
         let _ = ServerMsg::parse(&b);
         let mut d = FrameDecoder::default();

@@ -27,7 +27,7 @@ use crate::server::{
     BlockSource, ItemInfo, Server, ServerConfig, ServerError, ServerEvent, Transmit,
 };
 use crate::wire::frame::{FrameDecoder, encode_frame};
-use crate::wire::{ClientMsg, ServerMsg};
+use crate::wire::{self, ClientMsg, ServerMsg};
 use crate::{ClientId, Instant};
 use std::collections::VecDeque;
 
@@ -458,7 +458,16 @@ impl ServerEndpoint {
                     return Some(Dest::Data);
                 }
                 Transmit::Announce(a) => {
-                    a.emit(buf);
+                    // With those due with it (the next transmission's
+                    // start after an end): one datagram, one signature.
+                    let mut list = vec![a];
+                    while list.len() < wire::announce::MAX_BUNDLE {
+                        match self.server.poll_announce(now) {
+                            Some(b) => list.push(b),
+                            None => break,
+                        }
+                    }
+                    wire::emit_announcements(&list, buf);
                     if let Some(k) = &self.session_key {
                         match &self.identity {
                             Some(id) => auth::seal_announce(k, id, buf),

@@ -7,7 +7,7 @@ use super::transmission::{self, Esis, Segment, Transmission};
 use super::{ClientState, RepairJob, Server, ServerEvent, Transmit, encoders};
 use crate::policy::FecPolicy;
 use crate::sched::hold;
-use crate::wire::AnnounceKind;
+use crate::wire::{AnnounceKind, AnnounceRepr};
 use crate::{ClientId, Instant, ItemId, TransmissionId};
 use std::time::Duration;
 
@@ -28,6 +28,24 @@ impl Server {
             start,
             count,
             space,
+        }
+    }
+
+    /// The next thing to send if it is an announcement, at `now` (what
+    /// [`Server::poll_transmit`] would return next, a transmission started
+    /// if one is due), so that the endpoint carries announcements due
+    /// together in one datagram: a transmission's end and the next one's
+    /// start. Anything else stays for [`Server::poll_transmit`].
+    pub fn poll_announce(&mut self, now: Instant) -> Option<AnnounceRepr> {
+        if self.outbox.is_empty() && self.current.is_none() {
+            self.start_next(now);
+        }
+        match self.outbox.front() {
+            Some(Transmit::Announce(_)) => match self.outbox.pop_front() {
+                Some(Transmit::Announce(a)) => Some(a),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

@@ -6,6 +6,12 @@
 //! NAK delay window rides on every announcement so the server can widen it.
 //! The same bytes, inside a `Notify` control message, tell a late joiner
 //! about a transmission in progress.
+//!
+//! Announcements due at the same moment (a transmission's end and the
+//! next one's start, or both of an empty item's) travel as one bundle
+//! (kind 7), so a receiver hears, and checks the signature of, one
+//! datagram where it would have had two: with many small items that is
+//! most of a receiver's signature work.
 
 use super::codec::{Reader, Writer, check_max};
 use super::{WireError, kind};
@@ -15,6 +21,9 @@ use crate::{ItemId, SessionId, TransmissionId};
 pub const MAX_NAK_WINDOW_US: u32 = 60_000_000;
 /// Longest announced transmission accepted, in microseconds (one day).
 pub const MAX_DURATION_US: u64 = 86_400_000_000;
+
+/// Most announcements one bundle carries.
+pub const MAX_BUNDLE: usize = 8;
 
 /// What a transmission is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,5 +161,96 @@ impl AnnounceRepr {
             .u64(self.duration_us)
             .u32(self.nak_window_min_us)
             .u32(self.nak_window_max_us);
+    }
+}
+
+/// Parses an announcement datagram into its announcements, in the order
+/// they were made: one (kind 2), or a bundle of 1 to [`MAX_BUNDLE`]
+/// (kind 7); never panics.
+pub fn parse_announcements(buf: &[u8]) -> Result<Vec<AnnounceRepr>, WireError> {
+    let mut r = Reader::new(buf);
+    let k = r.header()?;
+    let n = match k {
+        kind::ANNOUNCE => 1,
+        kind::ANNOUNCE_BUNDLE => {
+            let n = r.u8()? as usize;
+            if n == 0 {
+                return Err(WireError::OutOfRange {
+                    field: "bundled announcements",
+                    value: 0,
+                });
+            }
+            check_max("bundled announcements", n as u64, MAX_BUNDLE as u64)?;
+            n
+        }
+        k => return Err(WireError::UnknownKind(k)),
+    };
+    let list = (0..n)
+        .map(|_| AnnounceRepr::parse_body(&mut r))
+        .collect::<Result<Vec<_>, _>>()?;
+    r.finish()?;
+    Ok(list)
+}
+
+/// Appends one datagram carrying `list` (at most [`MAX_BUNDLE`]; the
+/// rest are left out): a lone announcement as kind 2, more as a bundle.
+pub fn emit_announcements(list: &[AnnounceRepr], buf: &mut Vec<u8>) {
+    match list {
+        [] => {}
+        [a] => a.emit(buf),
+        _ => {
+            let list = &list[..list.len().min(MAX_BUNDLE)];
+            let mut w = Writer::with_header(buf, kind::ANNOUNCE_BUNDLE);
+            w.u8(list.len() as u8);
+            for a in list {
+                a.emit_body(&mut w);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn a(t: u32, kind: AnnounceKind) -> AnnounceRepr {
+        AnnounceRepr {
+            session: SessionId(1),
+            transmission: TransmissionId(t),
+            item: ItemId(t),
+            kind,
+            first_block: 0,
+            block_count: 1,
+            total_packets: 1,
+            duration_us: 100,
+            nak_window_min_us: 10,
+            nak_window_max_us: 20,
+        }
+    }
+
+    #[test]
+    fn a_bundle_carries_its_announcements_in_order_and_bounds_their_count() {
+        let list = vec![a(1, AnnounceKind::End), a(2, AnnounceKind::First)];
+        let mut b = Vec::new();
+        emit_announcements(&list, &mut b);
+        assert_eq!(b[3], kind::ANNOUNCE_BUNDLE);
+        assert_eq!(parse_announcements(&b), Ok(list.clone()));
+        // Not a plain announcement.
+        assert!(AnnounceRepr::parse(&b).is_err());
+        // Counts of 0 and above the bound are refused; emitting more than
+        // the bound leaves the rest out.
+        for (n, ok) in [(0u8, false), (1, true), (8, true), (9, false)] {
+            let mut w = Vec::new();
+            let mut wr = Writer::with_header(&mut w, kind::ANNOUNCE_BUNDLE);
+            wr.u8(n);
+            for i in 0..n {
+                a(i as u32, AnnounceKind::First).emit_body(&mut wr);
+            }
+            assert_eq!(parse_announcements(&w).is_ok(), ok, "{n}");
+        }
+        let many: Vec<_> = (0..12).map(|t| a(t, AnnounceKind::End)).collect();
+        let mut w = Vec::new();
+        emit_announcements(&many, &mut w);
+        assert_eq!(parse_announcements(&w), Ok(many[..MAX_BUNDLE].to_vec()));
     }
 }

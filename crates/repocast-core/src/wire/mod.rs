@@ -18,7 +18,7 @@ pub mod frame;
 pub mod manifest;
 pub mod nak;
 
-pub use announce::{AnnounceKind, AnnounceRepr};
+pub use announce::{AnnounceKind, AnnounceRepr, emit_announcements, parse_announcements};
 pub use control::{ClientMsg, ItemSel, ServerMsg};
 pub use data::{DataRepr, Probe};
 pub use manifest::{FecParams, ManifestEntry};
@@ -27,7 +27,7 @@ pub use nak::{BlockNeed, NakRepr};
 /// The two magic bytes at the start of every message.
 pub const MAGIC: [u8; 2] = *b"RC";
 /// The wire-format version this build speaks; others are rejected.
-pub const VERSION: u8 = 3;
+pub const VERSION: u8 = 4;
 /// Bytes of the common header (magic, version, kind).
 pub const HEADER_LEN: usize = 4;
 
@@ -74,6 +74,9 @@ pub mod kind {
     pub const DATA: u8 = 1;
     /// Announcement (UDP, announcement channel; also inside `Notify`).
     pub const ANNOUNCE: u8 = 2;
+    /// Several announcements in one datagram, one signature (UDP,
+    /// announcement channel).
+    pub const ANNOUNCE_BUNDLE: u8 = 7;
     /// A signed piece of push mode's catalogue (UDP, announcement group).
     /// (Kind 3 was its one-item form before 2026-11-27: retired, and
     /// refused as an unknown kind.)

@@ -41,7 +41,7 @@ use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::wire::control::{CatalogueEntry, Channels};
 use crate::wire::frame::{FrameDecoder, encode_frame};
-use crate::wire::{self, AnnounceRepr, ClientMsg, ItemSel, ServerMsg};
+use crate::wire::{self, AnnounceRepr, ClientMsg, ItemSel, ServerMsg, parse_announcements};
 use crate::{Instant, ItemId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -590,30 +590,44 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
             }
             Channel::Data => self.on_data_datagram(now, bytes, true),
-            // The signature (about 50 µs) is checked only on announcements
-            // that bear on this request; the rest, on their session tag,
-            // change nothing.
-            Channel::Announce => match self.open_announce(bytes, false).map(AnnounceRepr::parse) {
+            Channel::Announce => match self.open_announce(bytes, false).map(parse_announcements) {
                 None => return,
-                Some(Ok(a)) => {
-                    let bears = self.client.wants_announce(&a);
-                    if bears && self.open_announce(bytes, true).is_none() {
+                Some(Ok(list)) => {
+                    if !self.on_announcements(now, bytes, &list) {
                         return;
-                    }
-                    if self.client.session() == Some(a.session) {
-                        self.last_heard = now;
-                    }
-                    if bears {
-                        self.client.handle_announce(now, &a);
-                    } else {
-                        self.stats.stray_announcements += 1;
-                        self.client.handle_stray_announce(now, &a);
                     }
                 }
                 Some(Err(_)) => self.stats.malformed += 1,
             },
         }
         self.process(now);
+    }
+
+    /// The announcements of one datagram, in order; `false` if its
+    /// signature failed. The signature (about 50 µs) is checked once, and
+    /// only if one of them bears on this request when its turn comes; the
+    /// rest, on their session tag, change nothing.
+    fn on_announcements(&mut self, now: Instant, bytes: &[u8], list: &[AnnounceRepr]) -> bool {
+        let mut signed = false;
+        for a in list {
+            let bears = self.client.wants_announce(a);
+            if bears && !signed {
+                if self.open_announce(bytes, true).is_none() {
+                    return false;
+                }
+                signed = true;
+            }
+            if self.client.session() == Some(a.session) {
+                self.last_heard = now;
+            }
+            if bears {
+                self.client.handle_announce(now, a);
+            } else {
+                self.stats.stray_announcements += 1;
+                self.client.handle_stray_announce(now, a);
+            }
+        }
+        true
     }
 
     /// Timers: NAKs due, transmissions whose end never came, the idle
