@@ -243,6 +243,7 @@ async fn drive<S: BlockStore>(
     let (mut rd, mut wr) = tokio::io::split(sock);
     let mut groups: Option<Groups> = None;
     let (mut out, mut tcp, mut dgram) = (Vec::new(), vec![0u8; 64 << 10], vec![0u8; 65536]);
+    let mut announced = crate::datagrams::Datagrams::default();
     // The item filter installed on the data socket (None: everything).
     let mut filter: Option<Vec<ItemId>> = None;
     let mut alarm = crate::Alarm::default();
@@ -323,9 +324,16 @@ async fn drive<S: BlockStore>(
             }
             _ = readable(groups.as_ref().map(|g| &g.announce)) => {
                 if let Some(g) = groups.as_mut() {
+                    // All that is there first: their signatures are
+                    // checked as one batch, then each is handled.
+                    announced.clear();
                     for _ in 0..RECV_BATCH {
                         let Some((n, _)) = g.announce.try_recv(&mut dgram) else { break };
-                        ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
+                        announced.push(&dgram[..n]);
+                    }
+                    ep.prepare_announcements(announced.iter());
+                    for d in announced.iter() {
+                        ep.handle_datagram(core_now(start), Channel::Announce, d);
                     }
                 }
             }

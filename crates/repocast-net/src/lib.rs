@@ -12,6 +12,7 @@
 
 pub mod addr;
 pub mod client;
+mod datagrams;
 pub mod error;
 pub mod fault;
 pub mod host;

@@ -346,6 +346,15 @@ pub fn seal_announce_unsigned(key: &SessionKey, buf: &mut Vec<u8>) {
     buf.extend_from_slice(&[0; SIGNATURE_LEN]);
 }
 
+/// An announcement datagram's signed bytes (the announcement and its
+/// tag) and its signature, unchecked: for a batch check
+/// ([`Verified::verify_batch`]).
+pub fn announce_signature(datagram: &[u8]) -> Option<(&[u8], &[u8; SIGNATURE_LEN])> {
+    let body_len = datagram.len().checked_sub(ANNOUNCE_TRAILER_LEN)?;
+    let (signed, sig) = datagram.split_at(body_len + ANNOUNCE_TAG_LEN);
+    Some((signed, sig.try_into().ok()?))
+}
+
 /// Checks an authenticated announcement and gives the announcement's own
 /// bytes (without the trailer). The tag is checked first; the signature
 /// only when `signer` is known (through `verified`). Bytes `verified`

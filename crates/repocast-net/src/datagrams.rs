@@ -1,0 +1,49 @@
+//! Datagrams read from a socket together, kept in one buffer, so that the
+//! endpoint can look at them all before it handles each
+//! (`ClientEndpoint::prepare_announcements`: their signatures checked as
+//! one batch). A driver's helper; nothing here parses.
+
+/// Datagrams in the order read, one after another in one buffer.
+#[derive(Debug, Default)]
+pub(crate) struct Datagrams {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Datagrams {
+    /// Empties it, keeping its memory.
+    pub(crate) fn clear(&mut self) {
+        self.bytes.clear();
+        self.ends.clear();
+    }
+
+    /// Adds one datagram.
+    pub(crate) fn push(&mut self, d: &[u8]) {
+        self.bytes.extend_from_slice(d);
+        self.ends.push(self.bytes.len());
+    }
+
+    /// The datagrams, in the order added.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(s, &e)| &self.bytes[s..e])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn datagrams_come_back_as_added_and_clear_keeps_nothing() {
+        let mut d = Datagrams::default();
+        for x in [&b"ab"[..], b"", b"cde"] {
+            d.push(x);
+        }
+        assert_eq!(d.iter().collect::<Vec<_>>(), [&b"ab"[..], b"", b"cde"]);
+        d.clear();
+        assert_eq!(d.iter().count(), 0);
+        d.push(b"z");
+        assert_eq!(d.iter().collect::<Vec<_>>(), [&b"z"[..]]);
+    }
+}
