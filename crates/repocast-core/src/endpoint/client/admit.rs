@@ -13,6 +13,11 @@ use crate::endpoint::store::BlockStore;
 use crate::wire::{DataRepr, parse_announcements};
 use crate::{Instant, SessionId};
 
+/// Most signatures one batch checks ([`ClientEndpoint::prepare_announcements`]):
+/// past a few dozen a batch saves little more, and the rest are checked as
+/// they are handled.
+const MAX_BATCH: usize = 64;
+
 impl<S: BlockStore> ClientEndpoint<S> {
     /// Takes only data packets that batches signed by `signer` list
     /// ([`crate::endpoint::signing`]): the welcome says so in request
@@ -117,6 +122,9 @@ impl<S: BlockStore> ClientEndpoint<S> {
             match auth::announce_signature(d) {
                 Some(x) if !items.contains(&x) => items.push(x),
                 _ => {}
+            }
+            if items.len() == MAX_BATCH {
+                break;
             }
         }
         if items.len() >= 2 {
