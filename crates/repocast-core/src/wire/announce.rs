@@ -174,13 +174,12 @@ pub fn parse_announcements(buf: &[u8]) -> Result<Vec<AnnounceRepr>, WireError> {
         kind::ANNOUNCE => 1,
         kind::ANNOUNCE_BUNDLE => {
             let n = r.u8()? as usize;
-            if n == 0 {
+            if !(1..=MAX_BUNDLE).contains(&n) {
                 return Err(WireError::OutOfRange {
                     field: "bundled announcements",
-                    value: 0,
+                    value: n as u64,
                 });
             }
-            check_max("bundled announcements", n as u64, MAX_BUNDLE as u64)?;
             n
         }
         k => return Err(WireError::UnknownKind(k)),

@@ -604,9 +604,9 @@ impl<S: BlockStore> ClientEndpoint<S> {
     }
 
     /// The announcements of one datagram, in order; `false` if its
-    /// signature failed. The signature (about 100 µs on a small VM) is checked once, and
-    /// only if one of them bears on this request when its turn comes; the
-    /// rest, on their session tag, change nothing.
+    /// signature failed. The signature (about 100 µs on a small VM) is
+    /// checked once, and only if one of them bears on this request when
+    /// its turn comes; the rest, on their session tag, change nothing.
     fn on_announcements(&mut self, now: Instant, bytes: &[u8], list: &[AnnounceRepr]) -> bool {
         let mut signed = false;
         for a in list {

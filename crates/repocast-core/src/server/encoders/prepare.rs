@@ -30,7 +30,6 @@
 
 use super::EncoderCache;
 use crate::ItemId;
-
 use crate::fec::BlockEncoder;
 use std::collections::{BTreeSet, VecDeque};
 
