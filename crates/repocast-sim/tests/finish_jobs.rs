@@ -209,3 +209,27 @@ fn an_item_out_being_finished_at_a_stop_is_verified_when_its_job_is_back() {
         assert_eq!(r.client.store().file(&name), Some(&bytes[..]), "{name}");
     }
 }
+
+/// A server that hears no done report for an item whose finish job is out
+/// (a slow disk) sends it a few more times and then gives up on it for the
+/// client; the client holds every block of it, verified, so the job that
+/// comes back verifies it anyway: the request ends with every file, not
+/// with files in place that it calls failed.
+#[test]
+fn a_server_giving_up_on_an_item_out_being_finished_does_not_fail_it() {
+    let mut r = Run::new(true);
+    let mut jobs = Vec::new();
+    // 20 s with the jobs held: long past the server's patience.
+    r.run(100_000, &mut jobs);
+    assert_eq!(r.done_at_server(), 0);
+    let told = r.server.server().stats();
+    assert_eq!(told.unreported_failures, 6, "the server gave up on each");
+    r.finish_all(&mut jobs);
+    r.run(10, &mut jobs);
+    let outcomes = r.client.outcomes();
+    assert!(
+        outcomes.iter().all(|o| o.result.is_ok()),
+        "{outcomes:?} (server: {told:?})"
+    );
+    assert_eq!(r.done_at_server(), 6, "the done reports still count");
+}

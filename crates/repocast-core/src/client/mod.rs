@@ -467,6 +467,12 @@ impl Client {
             }
             ServerMsg::Failed { item, name, reason } => {
                 match item.and_then(|i| self.items.get_mut(&i)) {
+                    // Every block is in and verified: the whole-item check
+                    // decides, not a server that gave up waiting for the
+                    // done report (a slow disk's finish job holds it).
+                    Some(it) if matches!(it.phase, ItemPhase::Assembled | ItemPhase::Complete) => {
+                        return;
+                    }
                     Some(it) => it.phase = ItemPhase::Failed,
                     None => self.pending_names = self.pending_names.saturating_sub(1),
                 }
