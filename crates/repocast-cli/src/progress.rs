@@ -123,11 +123,11 @@ impl Display {
                     o.set_message(format!("{}/{n} files", self.verified));
                 }
                 if self.multi.is_none() && self.lines {
-                    eprintln!(
-                        "{}{}: verified",
-                        self.prefix,
-                        self.names.get(item).map_or("?", String::as_str)
-                    )
+                    // One write a line (stderr is unbuffered: `eprintln!`
+                    // makes one per piece, for each of thousands of files).
+                    let name = self.names.get(item).map_or("?", String::as_str);
+                    let line = format!("{}{name}: verified\n", self.prefix);
+                    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
                 }
             }
             Progress::Join(_) => {}

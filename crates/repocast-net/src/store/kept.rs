@@ -245,20 +245,23 @@ impl Partial {
                 .w
                 .write_all(entry)
                 .map(|()| log.len += entry.len() as u64),
-            None => OpenOptions::new()
-                .create(true)
-                .truncate(true)
-                .write(true)
-                .open(self.log_path())
-                .and_then(|f| {
-                    let mut log = Log::new(f, 0);
-                    let mut first = header(&self.content());
-                    first.extend_from_slice(entry);
-                    log.w.write_all(&first)?;
-                    log.len = first.len() as u64;
-                    self.spill_log = Some(log);
-                    Ok(())
-                }),
+            None => {
+                self.log_on_disk = true;
+                OpenOptions::new()
+                    .create(true)
+                    .truncate(true)
+                    .write(true)
+                    .open(self.log_path())
+                    .and_then(|f| {
+                        let mut log = Log::new(f, 0);
+                        let mut first = header(&self.content());
+                        first.extend_from_slice(entry);
+                        log.w.write_all(&first)?;
+                        log.len = first.len() as u64;
+                        self.spill_log = Some(log);
+                        Ok(())
+                    })
+            }
         };
         match written {
             Ok(()) => self.compact(),
@@ -288,7 +291,7 @@ impl Partial {
     /// Removes the log (nothing spilled any more, or the item ends).
     pub(super) fn drop_log(&mut self) {
         self.spill_log = None;
-        if self.file.is_some() {
+        if self.file.is_some() && std::mem::take(&mut self.log_on_disk) {
             let _ = fs::remove_file(self.log_path());
         }
     }
@@ -331,7 +334,10 @@ impl Partial {
         };
         let path = self.log_path();
         let bytes = match crate::state_file::read_bounded(&path, MAX_LOG) {
-            Ok(Some(b)) => b,
+            Ok(Some(b)) => {
+                self.log_on_disk = true;
+                b
+            }
             Ok(None) => return,
             Err(e) => {
                 tracing::warn!("{}: {e}; not read", path.display());

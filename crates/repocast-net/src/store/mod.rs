@@ -46,10 +46,12 @@ use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
 mod kept;
+mod lock;
 mod place;
 pub mod share;
 mod sweep;
 mod unpack;
+use lock::{lock_part, try_lock};
 pub use share::Source;
 
 /// Most path components an item name may have.
@@ -121,6 +123,8 @@ struct Partial {
     kept: bool,
     /// Blocks found with an earlier run's kept symbols, and how many.
     found: Vec<(u32, u32)>,
+    /// A log of the spill may be on disk (made this run, or found).
+    log_on_disk: bool,
 }
 
 /// Starts writing `len` bytes at `offset` of `f` back to the disk without
@@ -209,9 +213,6 @@ fn name_key(name: &str) -> String {
 fn partial_key(name: &str, hash: &[u8; 32], size: u64) -> String {
     format!("{}-{}-{}", name_key(name), hex::encode(&hash[..8]), size)
 }
-
-/// Other names a partial takes when its own is locked, before giving up.
-const PARTIAL_NAMES: u32 = 64;
 
 /// Bytes at the start of a journal: the item's hash and size.
 const JOURNAL_HEADER: usize = 40;
@@ -367,10 +368,13 @@ fn already_in_place(
     hash: &[u8; 32],
     overwrite: bool,
 ) -> Result<bool, StoreError> {
-    if file_is(path, size, hash)? {
+    let Ok(there) = fs::symlink_metadata(path) else {
+        return Ok(false); // nothing there (one look: most items are new)
+    };
+    if there.is_file() && there.len() == size && hash_file(path, size)? == *hash {
         return Ok(true);
     }
-    if !overwrite && fs::symlink_metadata(path).is_ok() {
+    if !overwrite {
         return Err(StoreError::Exists {
             path: path.display().to_string(),
         });
@@ -380,12 +384,14 @@ fn already_in_place(
 
 /// Refuses a path whose folders under `root` include a symlink (a server
 /// naming `link/x` must not write through `link` out of the folder).
-fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
+/// Whether they all exist.
+fn check_parents(root: &Path, path: &Path) -> Result<bool, StoreError> {
     let Ok(rel) = path.strip_prefix(root) else {
-        return Ok(());
+        return Ok(true);
     };
     let mut p = root.to_path_buf();
     let parts: Vec<_> = rel.components().collect();
+    let mut all = true;
     for c in parts.iter().take(parts.len().saturating_sub(1)) {
         p.push(c);
         match fs::symlink_metadata(&p) {
@@ -395,44 +401,11 @@ fn check_parents(root: &Path, path: &Path) -> Result<(), StoreError> {
                     why: "a folder on its path is a symlink or a file",
                 });
             }
-            _ => {}
+            Ok(_) => {}
+            Err(_) => all = false,
         }
     }
-    Ok(())
-}
-
-/// Opens (creating) a partial file for reading and writing, keeping what
-/// it holds, and takes its lock: `None` if another store holds it. Once
-/// locked it is sized to `size` bytes.
-fn lock_part(path: &Path, size: u64) -> Result<Option<File>, StoreError> {
-    // A file removed between the open and the lock (`sweep`: an older
-    // content's, under its lock) is not the path's any more: once again.
-    for _ in 0..2 {
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| StoreError::io(path, e))?;
-        if !try_lock(&f) {
-            return Ok(None);
-        }
-        if is_at(&f, path) {
-            f.set_len(size).map_err(|e| StoreError::io(path, e))?;
-            return Ok(Some(f));
-        }
-    }
-    Ok(None)
-}
-
-/// Whether `path` names the open file `f` (not another, nor nothing).
-fn is_at(f: &File, path: &Path) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    match (f.metadata(), fs::metadata(path)) {
-        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
-        _ => false,
-    }
+    Ok(all)
 }
 
 /// The files of one partial key: the file, its journal, its spill's log
@@ -455,15 +428,6 @@ fn open_journal(path: &Path, hash: &[u8; 32], size: u64) -> Result<File, StoreEr
             .map_err(|e| StoreError::io(path, e))?;
     }
     Ok(j)
-}
-
-/// Takes an exclusive lock on `f` without waiting: false if another
-/// process holds it.
-fn try_lock(f: &File) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor this `File` owns; no memory is
-    // passed.
-    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 impl BlockStore for Store {
@@ -517,6 +481,7 @@ impl BlockStore for Store {
             log_off: false,
             kept: false,
             found: Vec::new(),
+            log_on_disk: false,
         };
         // This name's older content: never of use here again.
         let own = partial_key(&m.name, &m.hash, m.size);
@@ -527,30 +492,8 @@ impl BlockStore for Store {
             self.put_item(m.item, p);
             return Ok(Resume::Complete);
         }
-        // The partial file's lock says who owns it: another `get` into the
-        // same folder after the same item (another process, or another
-        // request in the host's shared receiver) takes a name of its own.
-        let base = format!("{own}-{}", std::process::id());
-        let mut locked = None;
-        for n in 0..=PARTIAL_NAMES {
-            let key = match n {
-                0 => own.clone(),
-                1 => base.clone(),
-                _ => format!("{base}-{}", n - 1),
-            };
-            let tmp = self.partial_dir.join(format!("{key}.part"));
-            if let Some(f) = lock_part(&tmp, m.size)? {
-                locked = Some((key, tmp, f));
-                break;
-            }
-        }
-        let Some((key, tmp, file)) = locked else {
-            let busy = std::io::Error::new(
-                std::io::ErrorKind::WouldBlock,
-                "too many requests are receiving this item into this folder",
-            );
-            return Err(StoreError::io(&self.partial_dir, busy));
-        };
+        // The partial file's lock says who owns it (`store/lock.rs`).
+        let (key, tmp, file) = lock::take_part(&self.partial_dir, &own, m.size)?;
         (self.partials.entry(name_key(&m.name)).or_default()).insert(key.clone());
         p.tmp = tmp;
         p.journal_path = self.partial_dir.join(format!("{key}.journal"));

@@ -51,12 +51,15 @@ impl Placing {
         if !self.check()? {
             return Ok(false);
         }
-        if let Some(parent) = self.final_path.parent() {
-            fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
-        }
         // The folders were checked at open; check again just before the
-        // rename (the folder may have changed meanwhile).
-        check_parents(&self.root, &self.final_path)?;
+        // rename (the folder may have changed meanwhile), and make the
+        // item's folder only if it is missing.
+        if !check_parents(&self.root, &self.final_path)? {
+            if let Some(parent) = self.final_path.parent() {
+                fs::create_dir_all(parent).map_err(|e| StoreError::io(parent, e))?;
+            }
+            check_parents(&self.root, &self.final_path)?;
+        }
         if let Some((mode, mtime)) = self.attrs {
             set_attributes(&self.tmp, mode, mtime)?;
         }
