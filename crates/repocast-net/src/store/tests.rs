@@ -37,8 +37,8 @@ pub(super) mod fixture {
     }
 }
 
-use super::*;
 use super::lock::is_at;
+use super::*;
 
 /// Symbol `i` of the tests' items (16 bytes of `i`).
 fn sym(i: u32) -> (u32, Vec<u8>) {
