@@ -366,13 +366,8 @@ pub fn open_announce<'a>(
     verified: &Verified,
     datagram: &'a [u8],
 ) -> Result<&'a [u8], AuthError> {
-    let body_len = datagram
-        .len()
-        .checked_sub(ANNOUNCE_TRAILER_LEN)
-        .ok_or(AuthError::Missing)?;
-    let (signed, sig) = datagram.split_at(body_len + ANNOUNCE_TAG_LEN);
-    let (body, tag) = signed.split_at(body_len);
-    let sig: &[u8; SIGNATURE_LEN] = sig.try_into().map_err(|_| AuthError::Missing)?;
+    let (signed, sig) = announce_signature(datagram).ok_or(AuthError::Missing)?;
+    let (body, tag) = signed.split_at(signed.len() - ANNOUNCE_TAG_LEN);
     // These exact bytes verified under the signer before (a repeat, or
     // another request of the same receiver): authentic, nothing to check.
     if signer.is_some_and(|pk| verified.known(pk, signed, sig)) {
