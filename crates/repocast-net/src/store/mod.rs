@@ -354,10 +354,21 @@ impl Drop for Store {
 
 /// Whether `path` is a regular file of these bytes (size, then hash).
 fn file_is(path: &Path, size: u64, hash: &[u8; 32]) -> Result<bool, StoreError> {
-    Ok(
-        fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() == size)
-            && hash_file(path, size)? == *hash,
-    )
+    match fs::symlink_metadata(path) {
+        Ok(there) => holds(path, &there, size, hash),
+        Err(_) => Ok(false),
+    }
+}
+
+/// Whether `path`, whose metadata is `there`, is a regular file of these
+/// bytes (size, then hash).
+fn holds(
+    path: &Path,
+    there: &fs::Metadata,
+    size: u64,
+    hash: &[u8; 32],
+) -> Result<bool, StoreError> {
+    Ok(there.is_file() && there.len() == size && hash_file(path, size)? == *hash)
 }
 
 /// Whether the file at `path` is already these bytes; anything else there
@@ -371,7 +382,7 @@ fn already_in_place(
     let Ok(there) = fs::symlink_metadata(path) else {
         return Ok(false); // nothing there (one look: most items are new)
     };
-    if there.is_file() && there.len() == size && hash_file(path, size)? == *hash {
+    if holds(path, &there, size, hash)? {
         return Ok(true);
     }
     if !overwrite {

@@ -162,29 +162,31 @@ fn an_item_journals_all_but_its_last_block_and_leaves_nothing() {
 fn a_missing_folder_is_made_at_the_rename_and_a_symlinked_one_refused() {
     let dir = tempfile::tempdir().expect("tmp");
     let (data, m, layout) = fixture::two_blocks(ItemId(3));
-    let block = |b: u32| fixture::block(&data, &layout, b).to_vec();
+    let write_all = |st: &mut Store, item: ItemId| {
+        for b in 0..2 {
+            let bytes = fixture::block(&data, &layout, b);
+            (st.write_block(item, b, layout.block_offset(b), bytes)).expect("written");
+        }
+    };
     let mut st = Store::new(dir.path()).expect("store");
     fs::create_dir(dir.path().join("d")).expect("folder");
     assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
     fs::remove_dir(dir.path().join("d")).expect("removed");
-    for b in 0..2 {
-        st.write_block(ItemId(3), b, layout.block_offset(b), &block(b))
-            .expect("written");
-    }
+    write_all(&mut st, ItemId(3));
     assert!(st.finish(ItemId(3)).expect("finished"), "verified");
     assert_eq!(fs::read(dir.path().join("d/f")).expect("final file"), data);
 
+    // The same bytes again as item 4, its folder a symlink by the rename.
     let elsewhere = tempfile::tempdir().expect("tmp");
-    let (data, m, layout) = fixture::two_blocks(ItemId(4));
+    let m = ManifestEntry {
+        item: ItemId(4),
+        ..m
+    };
     fs::remove_file(dir.path().join("d/f")).expect("removed");
     assert!(matches!(st.open(&m), Ok(Resume::Blocks(b)) if b.is_empty()));
     fs::remove_dir(dir.path().join("d")).expect("removed");
     std::os::unix::fs::symlink(elsewhere.path(), dir.path().join("d")).expect("symlink");
-    for b in 0..2 {
-        let bytes = fixture::block(&data, &layout, b).to_vec();
-        st.write_block(ItemId(4), b, layout.block_offset(b), &bytes)
-            .expect("written");
-    }
+    write_all(&mut st, ItemId(4));
     assert!(
         matches!(st.finish(ItemId(4)), Err(StoreError::UnsafeName { .. })),
         "refused"
