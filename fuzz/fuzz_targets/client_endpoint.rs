@@ -1,13 +1,15 @@
-//! Fuzz target: a client endpoint that asked for two items accepts any
-//! bytes from the request connection and any datagrams on either group,
-//! in any order with time passing (and its decode jobs back in any
-//! order, run or not), without panicking, and never reports
-//! an item it did not ask for.
+//! Fuzz target: a client endpoint that asked for two items (or, as the
+//! first byte picks, for a name, a pattern and a folder, which the
+//! server's catalogue resolves) accepts any bytes from the request
+//! connection and any datagrams on either group, in any order with time
+//! passing (and its decode jobs back in any order, run or not), without
+//! panicking, and never reports an item it did not ask for.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use repocast_core::Instant;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Event, Want};
+use repocast_core::endpoint::select::selects;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
 
@@ -15,8 +17,16 @@ use repocast_core::profile::Profile;
 mod common;
 
 fuzz_target!(|data: &[u8]| {
-    let want = vec!["a".to_string(), "b/c".to_string()];
-    let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), Want::Items(want.clone()));
+    let select = data.first().is_some_and(|b| b & 1 == 1);
+    let want: Vec<String> = match select {
+        false => vec!["a".into(), "b/c".into()],
+        true => vec!["a".into(), "b/*".into(), "d/".into()],
+    };
+    let asked = match select {
+        false => Want::Items(want.clone()),
+        true => Want::Select(want.clone()),
+    };
+    let mut cfg = ClientEndpointConfig::new(Profile::Lan.client(), asked);
     cfg.memory_budget = 4096;
     let mut ep = ClientEndpoint::new(Instant::ZERO, cfg, MemoryStore::default());
     let mut now = Instant::ZERO;
@@ -45,6 +55,6 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     for o in ep.outcomes() {
-        assert!(want.contains(&o.name));
+        assert!(want.contains(&o.name) || want.iter().any(|w| selects(w, &o.name)));
     }
 });

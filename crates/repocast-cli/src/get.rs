@@ -25,11 +25,18 @@ pub struct GetArgs {
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
     /// Fetch the whole catalogue.
-    #[arg(long, conflicts_with = "items")]
+    #[arg(long, conflicts_with_all = ["items", "from"])]
     pub all: bool,
-    /// Items to fetch, by name (relative path).
-    #[arg(required_unless_present = "all")]
+    /// Items to fetch: names (relative paths), patterns (`*` within a
+    /// folder, `**` across, `?` one character; quote them from the shell)
+    /// or folders (ending in `/`: everything under them).
+    #[arg(required_unless_present_any = ["all", "from"])]
     pub items: Vec<String>,
+    /// Read more items to fetch from FILE (`-`: standard input), one name,
+    /// pattern or folder a line; blank lines and lines starting with `#`
+    /// are skipped.
+    #[arg(long, value_name = "FILE")]
+    pub from: Option<PathBuf>,
     /// Emulated loss on received datagrams: a probability (0.2), or
     /// Gilbert-Elliott bursts as ge:MEAN:BURST (ge:0.1:8).
     #[arg(long)]
@@ -144,9 +151,39 @@ pub fn parse_loss(s: &str) -> Result<LossSpec, String> {
         .map_err(|e: repocast_core::loss::BadLoss| e.to_string())
 }
 
+/// The items of `--from FILE`: one a line, blank lines and lines
+/// starting with `#` skipped; `-` reads standard input.
+fn read_items(f: &std::path::Path) -> Result<Vec<String>, String> {
+    let text = if f.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(f)
+    }
+    .map_err(|e| format!("--from {}: {e}", f.display()))?;
+    Ok(parse_items(&text))
+}
+
+fn parse_items(text: &str) -> Vec<String> {
+    // Names are kept as written (a name may begin or end with a space);
+    // only a Windows line end is taken off.
+    (text.lines())
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn options(a: &GetArgs) -> Result<GetOptions, String> {
     let server = addr::resolve_server(&a.server).map_err(|e| e.to_string())?;
-    let mut o = GetOptions::new(server, a.out.clone(), a.items.clone());
+    let mut items = a.items.clone();
+    if let Some(f) = &a.from {
+        let more = read_items(f)?;
+        if more.is_empty() && items.is_empty() {
+            return Err(format!("--from {}: no items in it", f.display()));
+        }
+        items.extend(more);
+    }
+    let mut o = GetOptions::new(server, a.out.clone(), items);
     o.all = a.all;
     o.interface = Interface::parse(a.interface.as_deref()).map_err(|e| e.to_string())?;
     o.loss = match &a.emulate_loss {
@@ -292,5 +329,19 @@ pub async fn ls(a: LsArgs) -> ExitCode {
             eprintln!("repocast ls: {e}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_items;
+
+    #[test]
+    fn a_list_of_items_skips_blank_lines_and_comments_and_keeps_names_as_written() {
+        let text = "a.txt\r\n\n# a comment\n  \ndocs/\n*.iso\n name with spaces \n";
+        assert_eq!(
+            parse_items(text),
+            ["a.txt", "docs/", "*.iso", " name with spaces "]
+        );
     }
 }

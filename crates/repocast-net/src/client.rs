@@ -20,6 +20,7 @@ use repocast_core::ItemId;
 use repocast_core::auth::{PublicKey, Verified};
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Want};
+use repocast_core::endpoint::select;
 use repocast_core::endpoint::signing::VerifierStats;
 use repocast_core::endpoint::store::{BlockStore, MemoryStore};
 use repocast_core::loss::LossSpec;
@@ -45,7 +46,9 @@ pub struct GetOptions {
     pub interface: Interface,
     /// Output folder.
     pub out: PathBuf,
-    /// Item names to fetch (ignored with `all`).
+    /// Items to fetch (ignored with `all`): exact names, and patterns
+    /// and folders, which are resolved against the server's catalogue
+    /// ([`repocast_core::endpoint::select`]).
     pub items: Vec<String>,
     /// Fetch the whole catalogue.
     pub all: bool,
@@ -436,6 +439,8 @@ pub(crate) fn endpoint(
     client.token = opts.token.clone();
     let want = if opts.all {
         Want::All
+    } else if opts.items.iter().any(|s| select::is_pattern(s)) {
+        Want::Select(opts.items.clone())
     } else {
         Want::Items(opts.items.clone())
     };

@@ -2,7 +2,8 @@
 //! each get exactly their own items, verified, with only their own items'
 //! packets handed to them; a `get` takes what another one on the host has
 //! already verified of its items; a `get` that goes away leaves the others
-//! receiving; with no receiver a `get` runs on its own.
+//! receiving; with no receiver a `get` runs on its own; a `get` of
+//! patterns and folders through the receiver.
 
 mod common;
 
@@ -171,5 +172,44 @@ async fn with_no_receiver_a_get_runs_on_its_own() {
     // A second receiver for the same key finds the name taken.
     let _r = receiver(&srv);
     assert!(Receiver::bind(key(&srv)).expect("bind").is_none());
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_of_patterns_and_folders_through_the_receiver_gets_what_they_name() {
+    let files = [
+        ("a.iso", 50_000),
+        ("b.txt", 3_000),
+        ("docs/x.txt", 2_000),
+        ("docs/deep/y.txt", 1_000),
+        ("other/z.txt", 500),
+    ];
+    let repo = seeded_repo(&files, 8);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |_| {}).await;
+    let r = receiver(&srv);
+    let out = tempfile::tempdir().expect("tmp");
+    let rep = shared_get(opts(
+        &srv,
+        out.path(),
+        &["*.iso", "docs/", "b.txt", "*.zip"],
+        1,
+    ))
+    .await;
+    assert!(rep.shared);
+    let names: Vec<&str> = rep.items.iter().map(|o| o.name.as_str()).collect();
+    // The catalogue is in path order, and so is what a folder names.
+    assert_eq!(
+        names,
+        ["a.iso", "docs/deep/y.txt", "docs/x.txt", "b.txt", "*.zip"]
+    );
+    let (got, missed) = rep.items.split_at(4);
+    assert!(got.iter().all(|o| o.result.is_ok()), "{:?}", rep.items);
+    assert_eq!(
+        missed[0].result,
+        Err("names no item in the server's catalogue".into())
+    );
+    assert_delivered(repo.path(), out.path(), &names[..4]);
+    assert!(!out.path().join("other/z.txt").exists());
+    r.abort();
     srv.stop().await.expect("stop");
 }

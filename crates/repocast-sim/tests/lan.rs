@@ -612,6 +612,61 @@ fn all_fetches_the_whole_catalogue() {
     assert_eq!(h.reports()[0].outcomes.len(), data.len());
 }
 
+/// `get` with patterns and folders: the catalogue resolves them, each
+/// item is asked for once in the order named, and a pattern that names
+/// nothing fails as itself without reaching the server.
+#[test]
+fn patterns_and_folders_are_resolved_against_the_catalogue() {
+    let s = seed();
+    let mut data = items(s);
+    data.push(("other/x.txt".into(), vec![7; 3000]));
+    data.push(("other/deep/y.txt".into(), vec![9; 100]));
+    let mut h = lan(s, &data);
+    let sels = [
+        "dir/item[3]",
+        "other/",
+        "dir/item?.bin",
+        "dir/item4.bin",
+        "*.iso",
+    ];
+    h.add_client(client(
+        Want::Select(sels.iter().map(|x| x.to_string()).collect()),
+        0.05,
+        0,
+    ));
+    assert!(h.run(Instant::from_micros(120_000_000)), "seed {s}");
+    let r = &h.reports()[0];
+    let names: Vec<&str> = r.outcomes.iter().map(|o| o.name.as_str()).collect();
+    // Each selector's items in the catalogue's order, each item once
+    // (`dir/item4.bin` came with `dir/item?.bin`); `[` is no pattern.
+    let mut want = vec!["dir/item[3]"];
+    let mut folder = vec!["other/x.txt", "other/deep/y.txt"];
+    folder.sort_by_key(|n| data.iter().position(|d| d.0 == *n));
+    want.extend(folder);
+    let digits: Vec<String> = (0..8).map(|i| format!("dir/item{i}.bin")).collect();
+    want.extend(digits.iter().map(String::as_str));
+    want.push("*.iso");
+    assert_eq!(names, want, "seed {s}");
+    // The exact name that is no item is the server's to refuse; the
+    // pattern that names nothing never reaches it.
+    assert_eq!(r.outcomes[0].result, Err("no such item".into()));
+    let last = r.outcomes.last().expect("outcomes");
+    assert_eq!(
+        last.result,
+        Err("names no item in the server's catalogue".into())
+    );
+    assert_eq!(h.server().server().stats().bad_requests, 1, "seed {s}");
+    let fetched = (r.outcomes.iter())
+        .filter(|o| o.name != "dir/item[3]" && o.name != "*.iso")
+        .cloned()
+        .collect();
+    let fetched = repocast_sim::lan::LanReport {
+        outcomes: fetched,
+        ..r.clone()
+    };
+    common::assert_all_verified(&format!("seed {s}"), &fetched, &data);
+}
+
 #[test]
 fn a_server_that_never_sends_data_fails_the_request_at_the_idle_timeout() {
     let s = seed();

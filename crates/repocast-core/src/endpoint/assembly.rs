@@ -12,6 +12,7 @@
 //! its pack selected: the listener receives the pack and cuts the member
 //! out. A pack is never selected by a name of its own (it has none).
 
+use crate::endpoint::select::is_pattern;
 use crate::fec::layout::Layout;
 use crate::wire::ManifestEntry;
 use crate::wire::catalogue::{CataloguePiece, HeadKind, ItemHead, PieceEntry};
@@ -235,7 +236,7 @@ impl Assembly {
 
     /// Whether the listener can start: every selected item's hashes are
     /// in, and either every head is (so every item `select` matches is
-    /// known) or `select` names files without wildcards and each of them
+    /// known) or `select` names files by exact names only (no pattern or folder) and each of them
     /// has been found (the rest of the catalogue cannot add to them; a
     /// listener after two named files need not wait for every piece).
     pub fn is_complete(&self, select: &[String]) -> bool {
@@ -252,7 +253,7 @@ impl Assembly {
         if self.heads.len() == self.items as usize {
             return true;
         }
-        let literal = |g: &String| !g.contains(['*', '?']);
+        let literal = |g: &String| !is_pattern(g);
         !select.is_empty()
             && select.iter().all(literal)
             && select.iter().all(|g| {
@@ -316,65 +317,6 @@ impl Assembly {
     }
 }
 
-/// Whether `name` matches the shell-style `pattern`: `*` is any run of
-/// characters but `/`, `**` any run at all, `?` one character but `/`.
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let n: Vec<char> = name.chars().collect();
-    // Dynamic programming over (pattern position, name position): no
-    // backtracking blow-up on hostile patterns.
-    let mut cur = vec![false; n.len() + 1];
-    cur[0] = true;
-    let mut i = 0;
-    while i < p.len() {
-        let mut next = vec![false; n.len() + 1];
-        if p[i] == '*' {
-            let deep = p.get(i + 1) == Some(&'*');
-            for j in 0..=n.len() {
-                if cur[j] {
-                    next[j] = true;
-                    let mut k = j;
-                    while k < n.len() && (deep || n[k] != '/') {
-                        k += 1;
-                        next[k] = true;
-                    }
-                }
-            }
-            i += if deep { 2 } else { 1 };
-        } else {
-            for j in 0..n.len() {
-                if cur[j] && (p[i] == n[j] || (p[i] == '?' && n[j] != '/')) {
-                    next[j + 1] = true;
-                }
-            }
-            i += 1;
-        }
-        cur = next;
-    }
-    cur[n.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs_match_as_a_shell_does() {
-        assert!(glob_match("a.txt", "a.txt"));
-        assert!(!glob_match("a.txt", "b.txt"));
-        assert!(glob_match("*.txt", "a.txt"));
-        assert!(!glob_match("*.txt", "d/a.txt"));
-        assert!(glob_match("**.txt", "d/a.txt"));
-        assert!(glob_match("d/*", "d/a"));
-        assert!(!glob_match("d/*", "d/e/a"));
-        assert!(glob_match("d/**", "d/e/a"));
-        assert!(glob_match("?.bin", "x.bin"));
-        assert!(!glob_match("?.bin", "xy.bin"));
-        assert!(glob_match("*", ""));
-        assert!(!glob_match("", "a"));
-    }
-}
-
 #[cfg(test)]
 mod pack_tests {
     use super::*;
@@ -433,7 +375,7 @@ mod pack_tests {
             e.extend(split_item(ItemId(3), m3, &[]));
             piece(e)
         };
-        let select = |n: &str| glob_match("a/*", n);
+        let select = |n: &str| crate::endpoint::select::glob_match("a/*", n);
         let mut a = Assembly::new(&all(member(1, 10, "a/y", 20)));
         a.add(&all(member(1, 10, "a/y", 20)), select).expect("good");
         assert!(a.is_complete(&["a/*".into()]));

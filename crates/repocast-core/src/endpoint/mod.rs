@@ -20,6 +20,7 @@ pub mod finish;
 pub mod listen;
 pub mod pack;
 pub mod push;
+pub mod select;
 pub mod server;
 pub mod signing;
 pub mod store;

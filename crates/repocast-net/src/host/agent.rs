@@ -22,6 +22,7 @@ use repocast_core::ItemId;
 use repocast_core::auth::Verified;
 use repocast_core::endpoint::Channel;
 use repocast_core::endpoint::client::ClientEndpoint;
+use repocast_core::endpoint::select;
 use repocast_core::loss::LossSpec;
 use repocast_core::wire::DataRepr;
 use repocast_core::wire::control::Channels;
@@ -175,10 +176,13 @@ async fn serve_get(
             // What the requests running here have of its items, copied
             // into its folder (off the hub's thread) before it asks.
             let (tx, rx) = oneshot::channel();
+            // By exact name: what a pattern names is known only once
+            // the catalogue is in.
             let names = if opts.all {
                 Vec::new()
             } else {
-                opts.items.clone()
+                let exact = opts.items.iter().filter(|s| !select::is_pattern(s));
+                exact.cloned().collect()
             };
             let lent = match hub.send(HubMsg::Lend(names, tx)) {
                 Ok(()) => rx.await.unwrap_or_default(),

@@ -29,6 +29,7 @@
 mod admit;
 mod finishing;
 mod memory;
+mod request;
 mod wanted;
 
 use super::Channel;
@@ -41,7 +42,7 @@ use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::wire::control::{CatalogueEntry, Channels};
 use crate::wire::frame::{FrameDecoder, encode_frame};
-use crate::wire::{self, AnnounceRepr, ClientMsg, ItemSel, ServerMsg, parse_announcements};
+use crate::wire::{self, AnnounceRepr, ClientMsg, ServerMsg, parse_announcements};
 use crate::{Instant, ItemId};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -57,6 +58,10 @@ pub enum Want {
     Items(Vec<String>),
     /// Every item in the catalogue.
     All,
+    /// The items these selectors name in the catalogue: exact names,
+    /// patterns and folders ([`crate::endpoint::select`]). A pattern or
+    /// folder that names nothing fails as itself, with that reason.
+    Select(Vec<String>),
     /// Only the catalogue (`repocast ls`).
     Catalogue,
 }
@@ -306,39 +311,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 let names = names.clone();
                 e.request(now, names);
             }
-            Want::All | Want::Catalogue => e.out.push_back(ClientMsg::ListCatalogue),
-        }
-        e
-    }
-
-    /// Records `names` as this run's request; it is sent once the driver
-    /// listens on the groups ([`Self::ask`]).
-    fn request(&mut self, now: Instant, names: Vec<String>) {
-        self.requested = names.iter().cloned().collect();
-        self.unasked = !names.is_empty();
-        self.names = Some(names);
-        self.ask(now);
-    }
-
-    /// Sends the recorded request, if the driver has joined the groups.
-    fn ask(&mut self, now: Instant) {
-        if !(self.listening && self.unasked) {
-            return;
-        }
-        self.unasked = false;
-        let names = self.names.clone().unwrap_or_default();
-        // Resuming: say what is held first, so only the rest is sent.
-        for name in &names {
-            if let Some(h) = self.store.held(name) {
-                self.out.push_back(ClientMsg::Have {
-                    name: name.clone(),
-                    hash: h.hash,
-                    held: h.bitmap(),
-                });
+            Want::All | Want::Select(_) | Want::Catalogue => {
+                e.out.push_back(ClientMsg::ListCatalogue)
             }
         }
-        let sels = names.into_iter().map(ItemSel::Name).collect();
-        self.client.ask(now, sels);
+        e
     }
 
     /// The driver has joined the groups of [`Event::Join`] (or listens on
@@ -516,17 +493,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
                 }
                 self.catalogue.extend(entries);
                 if !more {
-                    let names: Vec<String> = match self.cfg.want {
-                        Want::All => self.catalogue.iter().map(|e| e.name.clone()).collect(),
-                        _ => Vec::new(),
-                    };
-                    if !names.is_empty() {
-                        self.events.push_back(Event::Requested {
-                            items: names.len() as u64,
-                            bytes: self.catalogue.iter().map(|e| e.size).sum(),
-                        });
-                    }
-                    self.request(now, names);
+                    self.request_from_catalogue(now);
                 }
             }
             ServerMsg::Welcome {

@@ -8,8 +8,9 @@
 use super::{ListenEndpoint, ListenEvent};
 use crate::Instant;
 use crate::auth::{self, PublicKey};
-use crate::endpoint::assembly::{Assembly, AssemblyError, glob_match};
+use crate::endpoint::assembly::{Assembly, AssemblyError};
 use crate::endpoint::catalogue_code::CatalogueDecoder;
+use crate::endpoint::select::selects;
 use crate::endpoint::store::BlockStore;
 use crate::wire::ManifestEntry;
 use crate::wire::catalogue::{CataloguePiece, CatalogueRepair, HeadKind, ItemHead, Peek};
@@ -158,7 +159,7 @@ impl<S: BlockStore> ListenEndpoint<S> {
         let Some(a) = self.assembly.as_mut() else {
             return;
         };
-        let wanted = |name: &str| select.is_empty() || select.iter().any(|g| glob_match(g, name));
+        let wanted = |name: &str| select.is_empty() || select.iter().any(|g| selects(g, name));
         match a.add(&p, wanted) {
             Ok(()) => {}
             Err(AssemblyError::TooLarge) => {

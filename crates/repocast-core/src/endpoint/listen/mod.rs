@@ -82,8 +82,8 @@ pub struct ListenConfig {
     pub client: ClientConfig,
     /// The signer to accept; `None`: the first valid signer seen.
     pub trust: Option<PublicKey>,
-    /// Item name patterns to receive
-    /// ([`super::assembly::glob_match`]); empty: all.
+    /// Items to receive: names, patterns or folders
+    /// ([`super::select`]); empty: all.
     pub select: Vec<String>,
     /// Stay tuned for new versions instead of finishing.
     pub satellite: bool,
