@@ -2,6 +2,7 @@
 
 use crate::progress::Display;
 use crate::progress::signing_note;
+use repocast_core::endpoint::select;
 use repocast_core::loss::LossSpec;
 use repocast_net::addr;
 use repocast_net::client::{self, GetOptions};
@@ -141,8 +142,17 @@ pub struct LsArgs {
     /// The server: HOST[:PORT].
     #[arg(long)]
     pub server: String,
+    /// List only these: names, patterns or folders, as `get` takes them
+    /// [all].
+    pub items: Vec<String>,
     #[command(flatten)]
     pub trust: TrustArgs,
+}
+
+/// Whether `ls` lists `name`: it is named, or matched by a pattern or
+/// folder, or nothing was named.
+fn listed(sels: &[String], name: &str) -> bool {
+    sels.is_empty() || sels.iter().any(|s| select::selects(s, name))
 }
 
 /// Parses `--emulate-loss` (`LossSpec`'s one spelling).
@@ -317,7 +327,8 @@ pub async fn ls(a: LsArgs) -> ExitCode {
         }
     };
     match client::list(server, &trust, token).await {
-        Ok(entries) => {
+        Ok(mut entries) => {
+            entries.retain(|e| listed(&a.items, &e.name));
             for e in &entries {
                 println!("{:>14}  {}", e.size, e.name);
             }
@@ -334,7 +345,16 @@ pub async fn ls(a: LsArgs) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_items;
+    use super::{listed, parse_items};
+
+    #[test]
+    fn ls_lists_what_its_selectors_name() {
+        let sels: Vec<String> = vec!["docs/".into(), "*.iso".into(), "b.txt".into()];
+        let names = ["a.iso", "b.txt", "c.txt", "docs/x", "docs/d/y", "d/a.iso"];
+        let shown: Vec<&str> = names.into_iter().filter(|n| listed(&sels, n)).collect();
+        assert_eq!(shown, ["a.iso", "b.txt", "docs/x", "docs/d/y"]);
+        assert!(listed(&[], "anything"));
+    }
 
     #[test]
     fn a_list_of_items_skips_blank_lines_and_comments_and_keeps_names_as_written() {
