@@ -236,9 +236,10 @@ impl Assembly {
 
     /// Whether the listener can start: every selected item's hashes are
     /// in, and either every head is (so every item `select` matches is
-    /// known) or `select` names files by exact names only (no pattern or folder) and each of them
-    /// has been found (the rest of the catalogue cannot add to them; a
-    /// listener after two named files need not wait for every piece).
+    /// known) or `select` holds exact names only (no pattern or folder)
+    /// and each of them has been found (the rest of the catalogue cannot
+    /// add to them; a listener after two named files need not wait for
+    /// every piece).
     pub fn is_complete(&self, select: &[String]) -> bool {
         if !self.wanted.values().all(|w| w.left == 0)
             || !(self.members.keys()).all(|p| {
