@@ -59,6 +59,10 @@ pub struct GetArgs {
     /// server; the first starts it, it stops 10 s after the last).
     #[arg(long)]
     pub no_share: bool,
+    /// Print a JSON summary (every item's outcome and the counters)
+    /// instead of the text one, and no progress.
+    #[arg(long)]
+    pub json: bool,
     #[command(flatten)]
     pub trust: TrustArgs,
 }
@@ -227,7 +231,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
             async move { host::get_until(opts, Some(tx), exe.as_deref(), Some(stop)).await },
         )
     };
-    let mut display = Display::new("", true, true);
+    let mut display = Display::new("", !a.json, !a.json);
     // A first Ctrl-C or SIGTERM stops the run cleanly (what was received
     // is kept, the summary follows); a second ends the process at once.
     let signal = crate::serve::wait_for_signal();
@@ -265,13 +269,48 @@ pub async fn run(a: GetArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ok = rep.items.iter().filter(|o| o.result.is_ok()).count();
-    let bytes: u64 = rep
-        .items
-        .iter()
-        .filter(|o| o.result.is_ok())
-        .map(|o| o.size)
-        .sum();
+    let (ok, bytes) = crate::summary::verified(&rep.items);
+    if a.json {
+        print_json(&rep, ok, bytes);
+    } else {
+        print_text(&rep, ok, bytes);
+    }
+    for o in &rep.items {
+        if let Err(reason) = &o.result {
+            eprintln!("FAILED {}: {reason}", o.name);
+        }
+    }
+    if rep.all_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_json(rep: &client::GetReport, ok: usize, bytes: u64) {
+    let summary = serde_json::json!({
+        "verified": ok,
+        "items": crate::summary::items(&rep.items),
+        "bytes": bytes,
+        "elapsed_s": rep.elapsed.as_secs_f64(),
+        "datagrams": rep.datagrams,
+        "naks": rep.stats.naks,
+        "resumed_blocks": rep.resumed_blocks,
+        "lent_blocks": rep.lent_blocks,
+        "kept_blocks": rep.kept_blocks,
+        "kept_symbols": rep.kept_symbols,
+        "spilled_blocks": rep.spilled_blocks,
+        "emulated_losses": rep.emulated_losses,
+        "malformed": rep.malformed,
+        "forged": rep.forged,
+        "signed_batches": rep.signing.batches,
+        "unlisted_dropped": rep.signing.unsigned_dropped,
+        "shared": rep.shared,
+    });
+    println!("{summary}");
+}
+
+fn print_text(rep: &client::GetReport, ok: usize, bytes: u64) {
     println!(
         "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} NAKs, {} blocks resumed{}{}{}{}{}{}",
         rep.items.len(),
@@ -303,16 +342,6 @@ pub async fn run(a: GetArgs) -> ExitCode {
             ""
         },
     );
-    for o in &rep.items {
-        if let Err(reason) = &o.result {
-            eprintln!("FAILED {}: {reason}", o.name);
-        }
-    }
-    if rep.all_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
 }
 
 pub async fn ls(a: LsArgs) -> ExitCode {

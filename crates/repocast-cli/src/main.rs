@@ -18,6 +18,7 @@ mod progress;
 mod push;
 mod serve;
 mod sim;
+mod summary;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;

@@ -357,43 +357,31 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let ok = rep.items.iter().filter(|o| o.result.is_ok()).count();
-    let bytes: u64 = (rep.items.iter().filter(|o| o.result.is_ok()))
-        .map(|o| o.size)
-        .sum();
+    let (ok, bytes) = crate::summary::verified(&rep.items);
     if a.json {
-        let items: Vec<String> = (rep.items.iter())
-            .map(|o| {
-                format!(
-                    "{{\"name\":{:?},\"size\":{},\"ok\":{},\"reason\":{:?}}}",
-                    o.name,
-                    o.size,
-                    o.result.is_ok(),
-                    o.result.as_ref().err().cloned().unwrap_or_default()
-                )
-            })
-            .collect();
-        println!(
-            "{{\"verified\":{ok},\"items\":[{}],\"bytes\":{bytes},\"elapsed_s\":{:.3},\"version\":{},\"signer\":{:?},\"datagrams\":{},\"emulated_losses\":{},\"forged\":{},\"foreign\":{},\"stale\":{},\"resumed_blocks\":{},\"kept_blocks\":{},\"kept_symbols\":{},\"carried_blocks\":{},\"corrupt_blocks\":{},\"decode_jobs\":{},\"signed_batches\":{},\"unlisted_dropped\":{},\"peak_rss_bytes\":{}}}",
-            items.join(","),
-            rep.elapsed.as_secs_f64(),
-            rep.version.unwrap_or(0),
-            rep.signer.map(|k| k.to_string()).unwrap_or_default(),
-            rep.datagrams,
-            rep.emulated_losses,
-            rep.stats.forged,
-            rep.stats.foreign,
-            rep.stats.stale,
-            rep.resumed_blocks,
-            rep.kept_blocks,
-            rep.kept_symbols,
-            rep.stats.carried_blocks,
-            rep.corrupt_blocks,
-            rep.decode_jobs,
-            rep.signing.batches,
-            rep.signing.unsigned_dropped,
-            repocast_net::peak_rss_bytes().unwrap_or(0),
-        );
+        let summary = serde_json::json!({
+            "verified": ok,
+            "items": crate::summary::items(&rep.items),
+            "bytes": bytes,
+            "elapsed_s": rep.elapsed.as_secs_f64(),
+            "version": rep.version.unwrap_or(0),
+            "signer": rep.signer.map(|k| k.to_string()).unwrap_or_default(),
+            "datagrams": rep.datagrams,
+            "emulated_losses": rep.emulated_losses,
+            "forged": rep.stats.forged,
+            "foreign": rep.stats.foreign,
+            "stale": rep.stats.stale,
+            "resumed_blocks": rep.resumed_blocks,
+            "kept_blocks": rep.kept_blocks,
+            "kept_symbols": rep.kept_symbols,
+            "carried_blocks": rep.stats.carried_blocks,
+            "corrupt_blocks": rep.corrupt_blocks,
+            "decode_jobs": rep.decode_jobs,
+            "signed_batches": rep.signing.batches,
+            "unlisted_dropped": rep.signing.unsigned_dropped,
+            "peak_rss_bytes": repocast_net::peak_rss_bytes().unwrap_or(0),
+        });
+        println!("{summary}");
     } else {
         println!(
             "{ok} of {} items verified ({:.1} MiB) in {:.2} s; {} datagrams, {} blocks resumed{}{}{}{}",

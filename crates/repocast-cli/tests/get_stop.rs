@@ -5,44 +5,7 @@
 
 mod common;
 
-use common::{Reaped, repocast, stopped_when_it_says};
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::Stdio;
-
-/// `repocast serve` of `repo` at 10 Mbit/s on loopback and the given
-/// groups: the server, its request address and its key.
-fn serve(dir: &Path, repo: &Path, groups: (&str, &str)) -> (Reaped, String, String) {
-    let mut child = repocast()
-        .arg("serve")
-        .arg(repo)
-        .args(["--rate", "10M", "--interface", "127.0.0.1"])
-        .args(["--listen", "127.0.0.1:0", "--no-metrics"])
-        .args(["--data-group", groups.0, "--announce-group", groups.1])
-        .arg("--key")
-        .arg(dir.join("server.key"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("serve");
-    let mut banner = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut banner)
-        .expect("banner");
-    let after = |tag: &str| {
-        let at = banner
-            .find(tag)
-            .unwrap_or_else(|| panic!("{tag} in {banner}"))
-            + tag.len();
-        banner[at..]
-            .split([',', ' ', ';'])
-            .next()
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (addr, key) = (after("requests on tcp "), after("key "));
-    (Reaped(child), addr, key)
-}
+use common::{repocast, serve, stopped_when_it_says};
 
 /// Runs `get` of a small and a large item, stops it by SIGTERM once the
 /// small one is verified, and runs it again.
