@@ -1,6 +1,7 @@
 //! `repocast get` and `repocast ls`: options in, [`repocast_net::client`] out.
 
 use crate::progress::Display;
+use crate::progress::shown;
 use crate::progress::signing_note;
 use repocast_core::endpoint::select;
 use repocast_core::loss::LossSpec;
@@ -277,7 +278,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
     }
     for o in &rep.items {
         if let Err(reason) = &o.result {
-            eprintln!("FAILED {}: {reason}", o.name);
+            eprintln!("FAILED {}: {}", shown(&o.name), shown(reason));
         }
     }
     if rep.all_ok() {
@@ -359,7 +360,7 @@ pub async fn ls(a: LsArgs) -> ExitCode {
         Ok(mut entries) => {
             entries.retain(|e| listed(&a.items, &e.name));
             for e in &entries {
-                println!("{:>14}  {}", e.size, e.name);
+                println!("{:>14}  {}", e.size, shown(&e.name));
             }
             let total: u64 = entries.iter().map(|e| e.size).sum();
             println!("{} items, {} bytes", entries.len(), total);

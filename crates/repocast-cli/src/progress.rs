@@ -10,6 +10,20 @@ use repocast_net::client::Progress;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 
+/// `text` as it may be shown on a terminal or in a log line: item names
+/// and reasons come from a server or a pusher, and a control character in
+/// one (an escape sequence, a line break) is shown escaped, not obeyed.
+pub fn shown(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let escape = |c: char| match c.is_control() {
+        true => c.escape_debug().collect::<String>(),
+        false => c.to_string(),
+    };
+    std::borrow::Cow::Owned(text.chars().map(escape).collect())
+}
+
 /// Most items with a bar of their own at once: a request for thousands
 /// of small files has a few hundred open at a time, and a bar each would
 /// fill the terminal and cost the redraws; the overall bar counts them.
@@ -84,6 +98,7 @@ impl Display {
                 size,
                 resumed,
             } => {
+                let name = shown(name).into_owned();
                 self.names.insert(*item, name.clone());
                 if let (Some(m), Some(o)) = (&self.multi, &self.overall) {
                     if !self.total_known {
@@ -132,6 +147,7 @@ impl Display {
             }
             Progress::Join(_) => {}
             Progress::Failed { name, reason } => {
+                let (name, reason) = (shown(name), shown(reason));
                 let line = format!("{}{name}: FAILED: {reason}", self.prefix);
                 match &self.multi {
                     Some(m) => {
@@ -178,6 +194,16 @@ pub fn signing_note(s: &repocast_core::endpoint::signing::VerifierStats) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_with_control_characters_is_shown_escaped() {
+        assert!(matches!(
+            shown("docs/a b.txt"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(shown("docs/é.txt"), "docs/é.txt");
+        assert_eq!(shown("a\u{1b}[2Jb\nc"), "a\\u{1b}[2Jb\\nc");
+    }
 
     fn item(i: u32, size: u64) -> Progress {
         Progress::Item {

@@ -1,7 +1,7 @@
 //! `repocast push DIR` and `repocast listen`: options in,
 //! [`repocast_net::push`] and [`repocast_net::listen`] out.
 
-use crate::progress::Display;
+use crate::progress::{Display, shown};
 use repocast_core::endpoint::listen::ListenEvent;
 use repocast_core::fec::CodeKind;
 use repocast_net::addr;
@@ -407,7 +407,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
     }
     for o in &rep.items {
         if let Err(reason) = &o.result {
-            eprintln!("FAILED {}: {reason}", o.name);
+            eprintln!("FAILED {}: {}", shown(&o.name), shown(reason));
         }
     }
     // A version with nothing selected: an empty folder is nothing to do;
