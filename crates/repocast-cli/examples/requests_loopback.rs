@@ -130,7 +130,8 @@ async fn main() {
         w.item_requests() as f64 / (st.transmissions - st.repair_transmissions).max(1) as f64,
         st.repair_transmissions,
         st.report_timeouts,
-        st.data_packets as f64 * packet / w.requested_bytes() as f64,
+        (st.data_packets as f64 * (packet - 1280.0) + st.symbol_bytes as f64)
+            / w.requested_bytes() as f64,
         st.data_packets,
     );
 }

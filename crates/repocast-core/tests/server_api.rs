@@ -800,3 +800,61 @@ fn a_nak_for_most_of_an_item_goes_back_to_the_queue() {
         }
     }
 }
+
+/// A small item's symbols are fitted to it (`fec::layout`), and the
+/// pacing and the announced duration count the bytes they put on the
+/// wire: a 330-byte item of 64-byte symbols goes as 6 symbols of 56
+/// bytes, each taking (56 + h) / (64 + h) of a 1 ms slot (h: a packet's
+/// headers), where it took 6 full slots before.
+#[test]
+fn a_small_items_short_symbols_take_their_share_of_the_rate() {
+    let mut c = ServerConfig {
+        scheme: "FEC(0)+R(0)".parse().expect("scheme"),
+        symbol_size: 64,
+        max_block_symbols: 100,
+        packet_interval: Duration::from_millis(1),
+        burst: 1,
+        payloads: false,
+        ..ServerConfig::default()
+    };
+    c.start_credit = Duration::ZERO;
+    let info = ItemInfo {
+        name: "small".into(),
+        size: 330,
+        hash: [0; 32],
+        block_hashes: vec![],
+    };
+    let mut s = Server::new(c, vec![info]).expect("server");
+    ask(&mut s, Instant::ZERO, vec![ItemSel::Id(ItemId(0))]);
+    let h = repocast_core::profile::packet_bits(0, false, false) / 8;
+    let slot_ns = 1_000_000 * (56 + h) / (64 + h);
+    let (mut announced, mut sent, mut last) = (None, 0, Instant::ZERO);
+    let mut now = Instant::ZERO;
+    while now < Instant::ZERO + Duration::from_millis(10) {
+        while let Some(t) = s.poll_transmit(now, &mut NoPayload) {
+            match t {
+                Transmit::Announce(a) if a.kind == AnnounceKind::First => {
+                    announced = Some((a.total_packets, a.duration_us))
+                }
+                Transmit::Data(d) => {
+                    assert_eq!(d.item, ItemId(0));
+                    sent += 1;
+                    last = now;
+                }
+                _ => {}
+            }
+        }
+        now = now + Duration::from_micros(10);
+    }
+    assert_eq!(announced, Some((6, 6 * slot_ns / 1000)));
+    assert_eq!(sent, 6);
+    // The sixth packet goes five short slots after the first, within the
+    // 10 us polls (full slots would put it at 5 ms).
+    let due = Duration::from_nanos(5 * slot_ns);
+    assert!(last >= Instant::ZERO + due, "{last:?}");
+    assert!(
+        last < Instant::ZERO + due + Duration::from_micros(10),
+        "{last:?}"
+    );
+    assert!(due < Duration::from_millis(5));
+}

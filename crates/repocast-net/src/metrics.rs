@@ -85,6 +85,12 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "symbol_bytes_sent_total",
+        "Bytes of the symbols sent (without packet headers).",
+        t.symbol_bytes,
+    );
+    counter(
+        &mut o,
         "repair_symbols_sent_total",
         "Symbols sent in repairs.",
         t.repair_packets,

@@ -138,7 +138,9 @@ fn main() {
     let st = lan.server().server().stats();
     let sends = st.transmissions - st.repair_transmissions;
     let (packet, t) = lan_packet();
-    let wire = st.data_packets as f64 * packet;
+    // Each packet's headers, and its symbol's own bytes (small items'
+    // symbols are fitted to them).
+    let wire = st.data_packets as f64 * (packet - t) + st.symbol_bytes as f64;
     let requested = w.requested_bytes() as f64;
     let fluid = fluid_multicast_run(&w, rate as f64 * t / packet, 1.0 - mean_loss(&losses));
     let fm = summary(&fluid.delays);

@@ -568,6 +568,11 @@ impl VirtualLan {
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
             }
+            // Blocks made ready by any input, not only by a datagram (a
+            // manifest, or data that overtook it replayed at a timeout),
+            // are decoded at once, as the net driver hands out its jobs
+            // after every input.
+            ep.decode_here(now);
             let mut join_at = None;
             while let Some(e) = ep.poll_event() {
                 if let Event::Join(_) = e {

@@ -24,7 +24,8 @@ pub struct ServerConfig {
     pub size_ties: bool,
     /// Erasure code for every item.
     pub code: CodeKind,
-    /// Bytes per symbol (even).
+    /// Bytes per symbol (even); an item of one block gets symbols fitted
+    /// to it, no longer than this ([`ServerConfig::item_fec`]).
     pub symbol_size: u16,
     /// Largest source block in symbols.
     pub max_block_symbols: u32,
@@ -32,7 +33,8 @@ pub struct ServerConfig {
     /// are at most [`ServerConfig::max_block_symbols`]). See
     /// [`ServerConfig::item_fec`].
     pub block_growth: Option<crate::fec::layout::BlockGrowth>,
-    /// Time to send one data packet at the configured rate.
+    /// Time to send one data packet of [`ServerConfig::symbol_size`] at
+    /// the configured rate (a shorter one takes its share: `pacing`).
     pub packet_interval: Duration,
     /// Packets that may go out back to back after an idle spell.
     pub burst: u32,
@@ -467,6 +469,9 @@ pub struct ServerStats {
     pub repair_transmissions: u64,
     /// Data packets sent.
     pub data_packets: u64,
+    /// Bytes of the symbols those packets carried (a small item's are
+    /// fitted to it, so shorter than the configured symbol size).
+    pub symbol_bytes: u64,
     /// Data packets sent in repair transmissions.
     pub repair_packets: u64,
     /// NAKs received.

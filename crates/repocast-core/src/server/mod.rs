@@ -517,7 +517,9 @@ impl Server {
     }
 
     fn announce(&self, t: &Transmission, kind: AnnounceKind) -> AnnounceRepr {
-        let waiting = (self.items.get(t.item.0 as usize)).map_or(0, |i| i.in_flight.len());
+        let item = self.items.get(t.item.0 as usize);
+        let waiting = item.map_or(0, |i| i.in_flight.len());
+        let symbol = item.map_or(usize::MAX, |i| usize::from(i.layout.symbol_size()));
         let (lo, hi) = self.nak_window_for(waiting);
         AnnounceRepr {
             session: self.cfg.session,
@@ -527,7 +529,7 @@ impl Server {
             first_block: t.first_block,
             block_count: t.block_count,
             total_packets: t.total,
-            duration_us: (self.cfg.packet_interval * t.total)
+            duration_us: (self.pacer.slot(symbol) * t.total)
                 .as_micros()
                 .min(u64::MAX as u128) as u64,
             nak_window_min_us: lo.as_micros().min(u32::MAX as u128) as u32,
@@ -576,6 +578,7 @@ impl Server {
             None
         };
         let iv = self.cfg.packet_interval;
+        let symbol_len = usize::from(st.layout.symbol_size());
         let kept = self.encoders.as_mut();
         let next = cur.next(
             now,
@@ -588,8 +591,9 @@ impl Server {
         );
         match next {
             Ok(Some(pkt)) => {
-                self.pacer.take(now);
+                self.pacer.take_symbol(now, symbol_len);
                 self.stats.data_packets += 1;
+                self.stats.symbol_bytes += symbol_len as u64;
                 if cur.kind == AnnounceKind::Repair {
                     self.stats.repair_packets += 1;
                 }

@@ -11,6 +11,10 @@
 //! tenth of the link on a repository of small files.) An idle link's
 //! first transmission may send [`ServerConfig::start_credit`] at once,
 //! the driver's timer tick, rather than one packet and a tick's wait.
+//! A slot is a packet of the configured symbol size; a packet of a
+//! shorter symbol (a small item's, fitted to it by
+//! `fec::layout::fitted_symbol_size`) takes its share of one by the bytes
+//! it puts on the wire, headers counted.
 //! Owned by
 //! [`super::Server`]; no clock of its own, `now` comes in.
 
@@ -29,6 +33,11 @@ pub(super) struct Pacer {
     /// Whether the link has had nothing to send since its last
     /// transmission ended.
     idle: bool,
+    /// The configured symbol size, whose packets take one interval.
+    symbol_size: u64,
+    /// Bytes a data packet adds to its symbol on the wire (its own header
+    /// and tag, IP and UDP).
+    headers: u64,
 }
 
 impl Pacer {
@@ -40,6 +49,12 @@ impl Pacer {
             credit: cfg.start_credit.min(cfg.packet_interval * cfg.burst.max(1)),
             next_send: Instant::ZERO,
             idle: true,
+            symbol_size: u64::from(cfg.symbol_size),
+            headers: crate::profile::packet_bits(
+                0,
+                cfg.rate_set.is_some_and(|r| r.1),
+                cfg.session_key.is_some(),
+            ) / 8,
         }
     }
 
@@ -57,6 +72,26 @@ impl Pacer {
     /// burst behind `now`.
     pub(super) fn take(&mut self, now: Instant) {
         self.next_send = self.next_send.max(self.burst_floor(now)) + self.interval;
+    }
+
+    /// A data packet of a `symbol_len`-byte symbol sent at `now`: a
+    /// packet of the configured symbol size takes one interval, a shorter
+    /// one (an item's fitted symbols, `fec::layout::fitted_symbol_size`)
+    /// its share of one by the bytes it puts on the wire, headers counted.
+    pub(super) fn take_symbol(&mut self, now: Instant, symbol_len: usize) {
+        self.next_send = self.next_send.max(self.burst_floor(now)) + self.slot(symbol_len);
+    }
+
+    /// The link time of a data packet of a `symbol_len`-byte symbol: one
+    /// interval for the configured size or more, less for a shorter one.
+    pub(super) fn slot(&self, symbol_len: usize) -> Duration {
+        let (len, full) = (symbol_len as u64, self.symbol_size);
+        if len >= full {
+            return self.interval;
+        }
+        let slot = self.interval.as_nanos() * u128::from(len + self.headers)
+            / u128::from(full + self.headers);
+        Duration::from_nanos(u64::try_from(slot).unwrap_or(u64::MAX))
     }
 
     /// The link had nothing to send at some poll: the next transmission
@@ -181,5 +216,31 @@ mod tests {
             ..ServerConfig::default()
         });
         assert_eq!(q.credit, Duration::from_millis(2));
+    }
+
+    #[test]
+    fn a_short_symbol_takes_its_share_of_a_slot_by_its_bytes_on_the_wire() {
+        let cfg = ServerConfig {
+            packet_interval: Duration::from_millis(1),
+            burst: 1,
+            ..ServerConfig::default()
+        };
+        let mut p = Pacer::new(&cfg);
+        let headers = crate::profile::packet_bits(0, false, false) / 8;
+        let full = u64::from(cfg.symbol_size) + headers;
+        assert_eq!(
+            p.slot(usize::from(cfg.symbol_size)),
+            Duration::from_millis(1)
+        );
+        assert_eq!(p.slot(9000), Duration::from_millis(1));
+        let half = usize::from(cfg.symbol_size / 2);
+        let want = 1_000_000 * (half as u64 + headers) / full;
+        assert_eq!(p.slot(half), Duration::from_nanos(want));
+        // Two short packets go in the time of fewer than two full ones.
+        p.start(ms(0));
+        p.take_symbol(ms(0), half);
+        p.take_symbol(ms(0), half);
+        assert_eq!(p.next_send(), ms(0) + Duration::from_nanos(2 * want));
+        assert!(2 * want < 2_000_000 && 2 * want > 1_000_000);
     }
 }
