@@ -205,14 +205,12 @@ impl Profile {
                 name: "get".into(),
                 loss_reports: true,
                 decode_jobs: crate::client::decode::DECODE_JOBS,
-                inline_decode_bytes: crate::client::decode::INLINE_DECODE_BYTES,
                 ..ClientConfig::default()
             },
             Profile::Study => ClientConfig::default(),
             Profile::Push => ClientConfig {
                 name: "listen".into(),
                 decode_jobs: crate::client::decode::DECODE_JOBS,
-                inline_decode_bytes: crate::client::decode::INLINE_DECODE_BYTES,
                 fail_on_forgery: true,
                 ..ClientConfig::default()
             },

@@ -33,13 +33,9 @@ fn with_jobs_out(bytes: &[u8], jobs: usize) -> (Vec<DecodeJob>, Client) {
     let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos).expect("server");
     let conn = server.accept(Instant::ZERO).expect("accepted");
     let want = Want::Items(vec!["a".into()]);
-    // These small blocks go out as jobs too (as shipped, a block of at
-    // most `INLINE_DECODE_BYTES` is decoded in place).
-    let mut ccfg = Profile::Lan.client();
-    ccfg.inline_decode_bytes = 0;
     let mut client = ClientEndpoint::new(
         Instant::ZERO,
-        ClientEndpointConfig::new(ccfg, want),
+        ClientEndpointConfig::new(Profile::Lan.client(), want),
         MemoryStore::default(),
     );
     let (mut now, mut buf, mut out) = (Instant::ZERO, Vec::new(), Vec::new());

@@ -32,15 +32,6 @@ use crate::fec::{BlockDecoder, Rejected};
 /// the receiving thread keep a two-core receiver busy.
 pub const DECODE_JOBS: usize = 2;
 
-/// Blocks of at most this many bytes are decoded in place, never as a
-/// job, in what `get` and `listen` ship
-/// ([`super::ClientConfig::inline_decode_bytes`]): a few symbols decode
-/// in microseconds, less than handing the job to another thread and back
-/// costs (two wake-ups), and a repository of small files is one such
-/// block a file (20,000 files of up to 4,000 bytes: 2-6% less time and
-/// 3-5% less CPU for `get`, `docs/benchmarks.md`, session 58).
-pub const INLINE_DECODE_BYTES: u64 = 64 << 10;
-
 /// What became of a job's decode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DecodeOutcome {
@@ -198,9 +189,6 @@ impl Client {
         let Some(&hash) = m.block_hashes.get(b as usize) else {
             return Err(dec);
         };
-        if layout.block_len(b) <= self.cfg.inline_decode_bytes {
-            return Err(dec);
-        }
         self.next_job += 1;
         it.decoding.insert(b, self.next_job);
         self.jobs_away += 1;
@@ -478,35 +466,6 @@ mod tests {
             assert_eq!(away.stats().decode_jobs, 5, "{code:?}");
             assert_eq!(away.decodes_away(), 0);
         }
-    }
-
-    /// A block no larger than `inline_decode_bytes` is decoded where its
-    /// last symbol arrives; a larger one still goes out as a job.
-    #[test]
-    fn a_small_block_is_decoded_in_place() {
-        let (m, packets) = item(CodeKind::RaptorQ, 40, 2);
-        let layout = Layout::new(m.size, &m.fec).expect("layout");
-        let (first, last) = (layout.block_len(0), layout.block_len(1));
-        assert!(last < first);
-        let mut c = Client::new(ClientConfig {
-            decode_jobs: 2,
-            inline_decode_bytes: last,
-            ..ClientConfig::default()
-        });
-        c.subscribe(Instant::ZERO, vec![m.clone()]);
-        for p in packets.iter().flatten() {
-            c.handle_data(Instant::ZERO, p);
-        }
-        let mut job = c.poll_decode().expect("the larger block as a job");
-        assert_eq!(job.block(), 0);
-        assert!(c.poll_decode().is_none());
-        let here: Vec<u32> = verified(&mut c).into_iter().map(|v| v.0).collect();
-        assert_eq!(here, vec![1]);
-        job.run();
-        c.decoded(job);
-        let away: Vec<u32> = verified(&mut c).into_iter().map(|v| v.0).collect();
-        assert_eq!(away, vec![0]);
-        assert_eq!(c.stats().decode_jobs, 1);
     }
 
     #[test]

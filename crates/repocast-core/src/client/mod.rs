@@ -62,11 +62,6 @@ pub struct ClientConfig {
     /// its receiving path (`decode`); 0: every block is decoded where its
     /// last symbol arrives. A driver that sets it must run the jobs.
     pub decode_jobs: usize,
-    /// With `decode_jobs`: a block of at most this many bytes is decoded
-    /// where its last symbol arrives all the same
-    /// ([`decode::INLINE_DECODE_BYTES`] as shipped; 0: every block may go
-    /// out as a job).
-    pub inline_decode_bytes: u64,
     /// Fail an item once more than [`corrupt_limit`] of its decoded blocks
     /// failed their hash (a listener that drops out: push has no repair
     /// budget to end it). Off: keep collecting (request mode, where the
@@ -85,7 +80,6 @@ impl Default for ClientConfig {
             end_grace: Duration::from_millis(200),
             loss_reports: false,
             decode_jobs: 0,
-            inline_decode_bytes: 0,
             fail_on_forgery: false,
         }
     }
