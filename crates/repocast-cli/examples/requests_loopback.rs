@@ -112,7 +112,8 @@ async fn main() {
         }
     };
     let (mean, med, p95, max) = summary(&delays);
-    let packet = (1280 + repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
+    // A data packet's own header and IPv4 and UDP's, beside its symbol.
+    let headers = (repocast_core::wire::data::DATA_OVERHEAD + 28) as f64;
     println!(
         "seed {seed}, {hosts} hosts, loss {}, {rate_mbps} Mbit/s, loopback: {} requests, {:.0} MiB requested",
         repocast_sim::requests::loss_list(&losses),
@@ -130,8 +131,7 @@ async fn main() {
         w.item_requests() as f64 / (st.transmissions - st.repair_transmissions).max(1) as f64,
         st.repair_transmissions,
         st.report_timeouts,
-        (st.data_packets as f64 * (packet - 1280.0) + st.symbol_bytes as f64)
-            / w.requested_bytes() as f64,
+        (st.data_packets as f64 * headers + st.symbol_bytes as f64) / w.requested_bytes() as f64,
         st.data_packets,
     );
 }

@@ -276,11 +276,7 @@ pub async fn run(a: GetArgs) -> ExitCode {
     } else {
         print_text(&rep, ok, bytes);
     }
-    for o in &rep.items {
-        if let Err(reason) = &o.result {
-            eprintln!("FAILED {}: {}", shown(&o.name), shown(reason));
-        }
-    }
+    crate::summary::print_failed(&rep.items);
     if rep.all_ok() {
         ExitCode::SUCCESS
     } else {

@@ -1,7 +1,7 @@
 //! `repocast push DIR` and `repocast listen`: options in,
 //! [`repocast_net::push`] and [`repocast_net::listen`] out.
 
-use crate::progress::{Display, shown};
+use crate::progress::Display;
 use repocast_core::endpoint::listen::ListenEvent;
 use repocast_core::fec::CodeKind;
 use repocast_net::addr;
@@ -405,11 +405,7 @@ pub async fn listen(a: ListenArgs) -> ExitCode {
     if let Some(why) = &rep.ended {
         eprintln!("repocast listen: {why}");
     }
-    for o in &rep.items {
-        if let Err(reason) = &o.result {
-            eprintln!("FAILED {}: {}", shown(&o.name), shown(reason));
-        }
-    }
+    crate::summary::print_failed(&rep.items);
     // A version with nothing selected: an empty folder is nothing to do;
     // patterns that match nothing are the user's mistake.
     let nothing = rep.items.is_empty() && rep.ended.is_none();

@@ -1,8 +1,10 @@
-//! The `--json` summaries of `get` and `listen`, made with `serde_json`:
+//! What `get` and `listen` print at the end: the failed items, and the
+//! `--json` summaries, made with `serde_json`:
 //! item names come from a server or a pusher, and any of them (quotes,
 //! control characters) must come out as valid JSON for the scripts that
 //! read it.
 
+use crate::progress::shown;
 use repocast_core::endpoint::client::Outcome;
 use serde_json::{Value, json};
 
@@ -18,6 +20,16 @@ pub fn items(outcomes: &[Outcome]) -> Value {
             })
         })
         .collect()
+}
+
+/// Each item that failed, with its reason, on standard error (names and
+/// reasons shown escaped: [`crate::progress::shown`]).
+pub fn print_failed(outcomes: &[Outcome]) {
+    for o in outcomes {
+        if let Err(reason) = &o.result {
+            eprintln!("FAILED {}: {}", shown(&o.name), shown(reason));
+        }
+    }
 }
 
 /// Items verified, and their bytes.
