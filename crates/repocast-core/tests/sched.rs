@@ -107,7 +107,7 @@ fn with_sizes_ties_break_to_the_smallest_item() {
     }
     let mut sizes = vec![100u64; 10];
     (sizes[3], sizes[5], sizes[7], sizes[8]) = (900, 40, 40, 10);
-    t.set_sizes(sizes, true);
+    t.set_link_times(sizes, true);
     for kind in ["rq", "rq-fill", "popular"] {
         let mut s = SchedulerKind::from_name(kind).expect("known").build();
         assert_eq!(s.select(&t, Instant::ZERO), Some(ItemId(8)), "{kind}");
@@ -218,16 +218,16 @@ fn a_repeated_wait_keeps_its_first_request_time() {
     assert_eq!(t.active().count(), 0);
 }
 
-/// `symbols_waited_by_others` counts the items some client other than an
+/// `link_time_waited_by_others` counts the items some client other than an
 /// item's waiters waits for, and within its budget of waiters tells the
 /// rest apart.
 #[test]
-fn symbols_waited_by_others_skips_the_items_of_the_same_waiters() {
-    // A {1,2,3}, B {2,4}, C {2,3}; item i has 10 i symbols.
+fn link_time_waited_by_others_skips_the_items_of_the_same_waiters() {
+    // A {1,2,3}, B {2,4}, C {2,3}; item i takes 10 i ns of link time.
     let mut t = example(QKey::Count);
-    t.set_sizes(vec![0, 10, 20, 30, 40], false);
+    t.set_link_times(vec![0, 10, 20, 30, 40], false);
     let others = |item: u32, enough: u64, budget: usize| {
-        t.symbols_waited_by_others(ItemId(item), enough, budget)
+        t.link_time_waited_by_others(ItemId(item), enough, budget)
     };
     // Item 3 (A, C): item 1 (A alone) does not count; 2 and 4 do.
     assert_eq!(others(3, 1000, 10), Some(60));

@@ -1,5 +1,5 @@
 //! The demand table's indexes (groups of items with the same waiters, the
-//! items by oldest request, the waiting symbols) give every answer exactly
+//! items by oldest request, the waiting link time) give every answer exactly
 //! as a scan over every waiting item does, over random histories of waits,
 //! removals, fills, sizes and holds.
 
@@ -37,7 +37,7 @@ fn others_by_scan(t: &DemandTable, item: ItemId) -> Option<u64> {
     let others: Vec<ItemId> = (t.active())
         .filter(|&i| i != item && !t.waiters(i).iter().all(|c| mine.contains(c)))
         .collect();
-    (!others.is_empty()).then(|| others.iter().map(|&i| t.symbols(i)).sum())
+    (!others.is_empty()).then(|| others.iter().map(|&i| t.link_ns(i)).sum())
 }
 
 proptest! {
@@ -52,7 +52,7 @@ proptest! {
         let mode = if fill_keys { QKey::CountOverFill } else { QKey::Count };
         let mut t = DemandTable::new(ITEMS, mode);
         if sizes_first {
-            t.set_sizes(sizes.clone(), ties);
+            t.set_link_times(sizes.clone(), ties);
         }
         for (n, op) in ops.into_iter().enumerate() {
             match op {
@@ -66,14 +66,14 @@ proptest! {
                 Op::Hold(items) => t.set_held(items.into_iter().map(ItemId).collect::<BTreeSet<_>>()),
             }
             if !sizes_first && n == 10 {
-                t.set_sizes(sizes.clone(), ties);
+                t.set_link_times(sizes.clone(), ties);
             }
             let rq = |i: ItemId| t.r(i) as f64 / t.q(i).unwrap_or(1.0).max(1e-9);
             prop_assert_eq!(best_of_groups(&t, rq), best(&t, rq));
             let r = |i: ItemId| f64::from(t.r(i));
             prop_assert_eq!(best_of_groups(&t, r), best(&t, r));
-            let total: u64 = t.active().map(|i| t.symbols(i)).sum();
-            prop_assert_eq!(t.active_symbols(), total);
+            let total: u64 = t.active().map(|i| t.link_ns(i)).sum();
+            prop_assert_eq!(t.active_link_ns(), total);
             let since = Instant::from_millis(50);
             let mut recent: Vec<_> = (t.active())
                 .filter_map(|i| Some((t.oldest_request(i)?, i)))
@@ -83,7 +83,7 @@ proptest! {
             prop_assert_eq!(t.requested_since(since).collect::<Vec<_>>(), recent);
             for item in 0..ITEMS {
                 let item = ItemId(item);
-                prop_assert_eq!(t.symbols_waited_by_others(item, u64::MAX, usize::MAX), others_by_scan(&t, item));
+                prop_assert_eq!(t.link_time_waited_by_others(item, u64::MAX, usize::MAX), others_by_scan(&t, item));
                 let active = t.active().any(|i| i == item);
                 prop_assert_eq!(t.r(item) > 0, active);
             }

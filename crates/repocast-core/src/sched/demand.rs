@@ -59,8 +59,11 @@ pub struct DemandTable {
     /// Bumped whenever somebody starts or stops waiting for something.
     changes: u64,
     transmissions: u64,
-    /// Each item's size in symbols (empty: unknown, all 0).
-    sizes: Vec<u64>,
+    /// Each item's one-copy link time in nanoseconds: its packets, each
+    /// by its bytes on the wire at the server's rate (empty: unknown, all
+    /// 0). Symbols fitted to a small item make its packets short, so its
+    /// cost is its bytes, not its packet count.
+    link_ns: Vec<u64>,
     /// Whether schedulers break ties by size (then id), not by id only.
     size_ties: bool,
     /// The waiting items grouped by their waiters.
@@ -71,8 +74,8 @@ pub struct DemandTable {
     /// Every waiting item by its oldest request (the batching hold looks
     /// only at the recent ones).
     by_oldest: BTreeSet<(Instant, ItemId)>,
-    /// The symbols of every waiting item.
-    active_symbols: u64,
+    /// The link time of every waiting item, in all.
+    active_link_ns: u64,
 }
 
 impl DemandTable {
@@ -86,37 +89,37 @@ impl DemandTable {
             held: BTreeSet::new(),
             changes: 0,
             transmissions: 0,
-            sizes: Vec::new(),
+            link_ns: Vec::new(),
             size_ties: false,
             groups: Groups::default(),
             latest_wait: None,
             by_oldest: BTreeSet::new(),
-            active_symbols: 0,
+            active_link_ns: 0,
         }
     }
 
-    /// Sets each item's size in symbols (by item id), and whether
-    /// schedulers break ties by it: of equal scores, the item of the fewest
-    /// symbols goes first (then the lowest id).
-    pub fn set_sizes(&mut self, sizes: Vec<u64>, ties: bool) {
-        self.sizes = sizes;
+    /// Sets each item's one-copy link time in nanoseconds (by item id),
+    /// and whether schedulers break ties by it: of equal scores, the
+    /// quickest item to send goes first (then the lowest id).
+    pub fn set_link_times(&mut self, link_ns: Vec<u64>, ties: bool) {
+        self.link_ns = link_ns;
         self.size_ties = ties;
         let mut groups = std::mem::take(&mut self.groups);
-        groups.resize(|i| self.tie_size(i), |i| self.symbols(i));
+        groups.resize(|i| self.tie_size(i), |i| self.link_ns(i));
         self.groups = groups;
-        self.active_symbols =
-            (self.active.iter()).fold(0, |a, &i| a.saturating_add(self.symbols(i)));
+        self.active_link_ns =
+            (self.active.iter()).fold(0, |a, &i| a.saturating_add(self.link_ns(i)));
     }
 
-    /// `item`'s size in symbols (0 if unknown).
-    pub fn symbols(&self, item: ItemId) -> u64 {
-        self.sizes.get(item.0 as usize).copied().unwrap_or(0)
+    /// `item`'s one-copy link time in nanoseconds (0 if unknown).
+    pub fn link_ns(&self, item: ItemId) -> u64 {
+        self.link_ns.get(item.0 as usize).copied().unwrap_or(0)
     }
 
     /// The size ties are broken by (0 for all without size ties).
     pub fn tie_size(&self, item: ItemId) -> u64 {
         if self.size_ties {
-            self.symbols(item)
+            self.link_ns(item)
         } else {
             0
         }
@@ -189,9 +192,9 @@ impl DemandTable {
         self.by_oldest.range((since, ItemId(0))..).copied()
     }
 
-    /// The symbols of every waiting item, in all.
-    pub fn active_symbols(&self) -> u64 {
-        self.active_symbols
+    /// The one-copy link time of every waiting item, in all (ns).
+    pub fn active_link_ns(&self) -> u64 {
+        self.active_link_ns
     }
 
     /// When the oldest outstanding request for `item` was made.
@@ -238,13 +241,13 @@ impl DemandTable {
             .unwrap_or_default()
     }
 
-    /// The symbols of the waiting items besides `item` that a client not
+    /// The link time (ns) of the waiting items besides `item` that a client not
     /// among `item`'s waiters waits for (items only they wait for do not
     /// count), counted until they reach `enough`; `None` if there are no
     /// such items. Looks at no more than `budget` waiters in all to tell
     /// (past it, every further group counts), so its work is bounded
     /// however many items and clients wait.
-    pub fn symbols_waited_by_others(
+    pub fn link_time_waited_by_others(
         &self,
         item: ItemId,
         enough: u64,
@@ -264,7 +267,7 @@ impl DemandTable {
                     continue;
                 }
             }
-            let sum = total.unwrap_or(0).saturating_add(g.symbols);
+            let sum = total.unwrap_or(0).saturating_add(g.link_ns);
             total = Some(sum);
             if sum >= enough {
                 break;
@@ -322,13 +325,13 @@ impl DemandTable {
     /// Moves `item` to the group of its waiters with `client` added
     /// (`join`) or taken out.
     fn regroup(&mut self, item: ItemId, client: ClientId, join: bool) {
-        let (tie, symbols) = (self.tie_size(item), self.symbols(item));
+        let (tie, link_ns) = (self.tie_size(item), self.link_ns(item));
         let Some(d) = self.items.get_mut(item.0 as usize) else {
             return;
         };
         let clients = &self.clients;
         let key = |c: ClientId| clients.get(&c).map_or(0, |c| c.key);
-        d.group = (self.groups).change(d.group, item, tie, symbols, client, join, key);
+        d.group = (self.groups).change(d.group, item, tie, link_ns, client, join, key);
     }
 
     /// Sets `client`'s fill rate (fraction of packets it receives).
@@ -371,7 +374,7 @@ impl DemandTable {
             }
             self.latest_wait = Some(self.latest_wait.map_or(since, |l| l.max(since)));
             if self.active.insert(item) {
-                self.active_symbols = self.active_symbols.saturating_add(self.symbols(item));
+                self.active_link_ns = self.active_link_ns.saturating_add(self.link_ns(item));
             }
             self.regroup(item, client, true);
         }
@@ -398,7 +401,7 @@ impl DemandTable {
                 self.refile_oldest(item, was, now);
             }
             if gone {
-                self.active_symbols = self.active_symbols.saturating_sub(self.symbols(item));
+                self.active_link_ns = self.active_link_ns.saturating_sub(self.link_ns(item));
             }
         }
         self.refile(client);

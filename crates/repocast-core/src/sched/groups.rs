@@ -25,10 +25,11 @@ pub(super) struct Group {
     hash: u64,
     /// The waiters' keys with how many waiters have each, ascending.
     pub(super) keys: Vec<(u64, u32)>,
-    /// The items, by size (symbols; 0 without size ties) then id.
+    /// The items, by size (one-copy link time; 0 without size ties) then
+    /// id.
     pub(super) items: BTreeSet<(u64, ItemId)>,
-    /// Their symbols in all.
-    pub(super) symbols: u64,
+    /// Their one-copy link time in all (ns).
+    pub(super) link_ns: u64,
 }
 
 impl Group {
@@ -112,14 +113,14 @@ impl Groups {
             .filter_map(|(id, g)| Some((id, g.as_ref()?)))
     }
 
-    /// Takes `item` (`symbols` long, ordered by `tie`) out of group `id`;
+    /// Takes `item` (`link_ns` long, ordered by `tie`) out of group `id`;
     /// a group left empty is deleted.
-    pub(super) fn remove(&mut self, id: GroupId, item: ItemId, tie: u64, symbols: u64) {
+    pub(super) fn remove(&mut self, id: GroupId, item: ItemId, tie: u64, link_ns: u64) {
         let Some(g) = self.get_mut(id) else {
             return;
         };
         g.items.remove(&(tie, item));
-        g.symbols = g.symbols.saturating_sub(symbols);
+        g.link_ns = g.link_ns.saturating_sub(link_ns);
         if !g.items.is_empty() {
             return;
         }
@@ -151,7 +152,7 @@ impl Groups {
         hash: u64,
         item: ItemId,
         tie: u64,
-        symbols: u64,
+        link_ns: u64,
         key: impl Fn(ClientId) -> u64,
     ) -> GroupId {
         let id = match self.find(hash, waiters) {
@@ -160,7 +161,7 @@ impl Groups {
         };
         if let Some(g) = self.get_mut(id) {
             g.items.insert((tie, item));
-            g.symbols = g.symbols.saturating_add(symbols);
+            g.link_ns = g.link_ns.saturating_add(link_ns);
         }
         id
     }
@@ -188,7 +189,7 @@ impl Groups {
             hash,
             keys: Vec::new(),
             items: BTreeSet::new(),
-            symbols: 0,
+            link_ns: 0,
         };
         // Sorted at once: many waiters may all have keys apart.
         let mut keys: Vec<u64> = waiters.iter().map(|&c| key(c)).collect();
@@ -212,7 +213,7 @@ impl Groups {
         id
     }
 
-    /// Moves `item` (`symbols` long, ordered by `tie`) from its group
+    /// Moves `item` (`link_ns` long, ordered by `tie`) from its group
     /// `from` (`None`: nobody waits) to the group of its waiters with
     /// `client` added (`join`) or taken out, and returns that group
     /// (`None`: nobody waits now). `key`: each client's current key.
@@ -222,7 +223,7 @@ impl Groups {
         from: Option<GroupId>,
         item: ItemId,
         tie: u64,
-        symbols: u64,
+        link_ns: u64,
         client: ClientId,
         join: bool,
         key: impl Fn(ClientId) -> u64,
@@ -255,9 +256,9 @@ impl Groups {
             }
             _ => {
                 if let Some(id) = from {
-                    self.remove(id, item, tie, symbols);
+                    self.remove(id, item, tie, link_ns);
                 }
-                (!waiters.is_empty()).then(|| self.insert(&waiters, hash, item, tie, symbols, &key))
+                (!waiters.is_empty()).then(|| self.insert(&waiters, hash, item, tie, link_ns, &key))
             }
         };
         self.scratch = waiters;
@@ -319,11 +320,11 @@ impl Groups {
     }
 
     /// New sizes: every group's items re-sorted by their `tie` and their
-    /// `symbols` counted again.
-    pub(super) fn resize(&mut self, tie: impl Fn(ItemId) -> u64, symbols: impl Fn(ItemId) -> u64) {
+    /// `link_ns` counted again.
+    pub(super) fn resize(&mut self, tie: impl Fn(ItemId) -> u64, link_ns: impl Fn(ItemId) -> u64) {
         for g in self.groups.iter_mut().flatten() {
             g.items = g.items.iter().map(|&(_, i)| (tie(i), i)).collect();
-            g.symbols = (g.items.iter()).fold(0u64, |a, &(_, i)| a.saturating_add(symbols(i)));
+            g.link_ns = (g.items.iter()).fold(0u64, |a, &(_, i)| a.saturating_add(link_ns(i)));
         }
     }
 }
@@ -335,13 +336,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     impl Groups {
-        /// Every group's waiters, hash, keys, symbols and members agree
+        /// Every group's waiters, hash, keys, link time and members agree
         /// with `waiting` (each item's waiters and its group) and `key`.
         fn check(
             &self,
             waiting: &BTreeMap<ItemId, (Vec<ClientId>, GroupId)>,
             key: impl Fn(ClientId) -> u64,
-            symbols: impl Fn(ItemId) -> u64,
+            link_ns: impl Fn(ItemId) -> u64,
         ) {
             for (item, (waiters, id)) in waiting {
                 let g = self.get(*id).expect("an item's group exists");
@@ -357,8 +358,8 @@ mod tests {
                     .flat_map(|&(k, n)| std::iter::repeat_n(k, n as usize))
                     .collect();
                 assert_eq!(flat, keys);
-                let sum: u64 = g.items.iter().map(|&(_, i)| symbols(i)).sum();
-                assert_eq!(g.symbols, sum);
+                let sum: u64 = g.items.iter().map(|&(_, i)| link_ns(i)).sum();
+                assert_eq!(g.link_ns, sum);
                 for c in &g.waiters {
                     assert!(self.member_of[c].binary_search(&id).is_ok());
                 }
@@ -376,7 +377,7 @@ mod tests {
     #[test]
     fn random_changes_keep_every_group_true() {
         let key = |c: ClientId| u64::from(c.0 % 3);
-        let symbols = |i: ItemId| u64::from(i.0) + 1;
+        let link_ns = |i: ItemId| u64::from(i.0) + 1;
         for seed in 0..50 {
             let mut rng = Rng::new(seed);
             let mut g = Groups::default();
@@ -386,15 +387,15 @@ mod tests {
                 let client = ClientId(rng.range_u64(0, 5) as u32);
                 let join = rng.chance(0.6);
                 let from = waiting.get(&item).map(|w| w.1);
-                let tie = symbols(item);
-                let to = g.change(from, item, tie, symbols(item), client, join, key);
+                let tie = link_ns(item);
+                let to = g.change(from, item, tie, link_ns(item), client, join, key);
                 let mut waiters = waiting.remove(&item).map(|w| w.0).unwrap_or_default();
                 edit(&mut waiters, client, join);
                 assert_eq!(to.is_some(), !waiters.is_empty());
                 if let Some(to) = to {
                     waiting.insert(item, (waiters, to));
                 }
-                g.check(&waiting, key, symbols);
+                g.check(&waiting, key, link_ns);
             }
             // Items of the same waiters share a group.
             let mut by_set: BTreeMap<&Vec<ClientId>, GroupId> = BTreeMap::new();
@@ -430,7 +431,7 @@ mod tests {
             Some(id)
         );
         assert!(g.get(other).is_none(), "left empty: deleted");
-        assert_eq!(g.get(id).map(|x| x.symbols), Some(8));
+        assert_eq!(g.get(id).map(|x| x.link_ns), Some(8));
         // a's key moves in its group.
         g.rekey(a, 1, 2);
         assert_eq!(g.get(id).map(|x| x.keys.clone()), Some(vec![(2, 2)]));

@@ -40,14 +40,9 @@ pub const HOLD_SHARE: f64 = 0.75;
 
 /// Marks in `table` the waiting items still held at `now` (the scheduler
 /// skips them) and returns when the earliest of those holds ends, or
-/// `None` if no item is held. An item's one-copy link time is its symbols
-/// ([`DemandTable::symbols`]) times `interval`, the packet interval.
-pub fn apply(
-    table: &mut DemandTable,
-    cap: Duration,
-    now: Instant,
-    interval: Duration,
-) -> Option<Instant> {
+/// `None` if no item is held. An item's one-copy link time is
+/// [`DemandTable::link_ns`]: its packets by their bytes on the wire.
+pub fn apply(table: &mut DemandTable, cap: Duration, now: Instant) -> Option<Instant> {
     // A hold ends at most `cap` after the item's oldest request: once the
     // latest request is that old, nothing is held, and only the items
     // asked for within `cap` are looked at (when thousands of small files
@@ -56,15 +51,11 @@ pub fn apply(
         table.set_held(BTreeSet::new());
         return None;
     }
-    let copy_time = |symbols: u64| {
-        let nanos = interval.as_nanos().saturating_mul(u128::from(symbols));
-        Duration::from_nanos(u64::try_from(nanos).unwrap_or(u64::MAX))
-    };
-    let total = copy_time(table.active_symbols());
+    let total = Duration::from_nanos(table.active_link_ns());
     let mut held = BTreeSet::new();
     let mut wake: Option<Instant> = None;
     for (oldest, item) in table.requested_since(now.saturating_sub(cap)) {
-        let own = copy_time(table.symbols(item));
+        let own = Duration::from_nanos(table.link_ns(item));
         let others = total.saturating_sub(own).mul_f64(HOLD_SHARE);
         let due = oldest + others.min(cap);
         if due > now {
@@ -90,12 +81,17 @@ mod tests {
         Instant::ZERO + ms(n)
     }
 
+    /// `n` milliseconds of link time, in nanoseconds.
+    fn ns(n: u64) -> u64 {
+        n * 1_000_000
+    }
+
     #[test]
     fn a_lone_request_is_never_held() {
         let mut t = DemandTable::new(4, QKey::Count);
-        t.set_sizes(vec![800; 4], false);
+        t.set_link_times(vec![ns(800); 4], false);
         t.add_wait(ClientId(1), ItemId(2), at(0));
-        assert_eq!(apply(&mut t, ms(4000), at(0), ms(1)), None);
+        assert_eq!(apply(&mut t, ms(4000), at(0)), None);
         assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(2)]);
     }
 
@@ -104,12 +100,11 @@ mod tests {
         let mut t = DemandTable::new(4, QKey::Count);
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(100));
-        t.set_sizes(vec![2000; 4], false);
-        let cost = ms(1);
+        t.set_link_times(vec![ns(2000); 4], false);
         // Item 1 is held until 100 + min(0.75 x 2,000, 1,000).
-        assert_eq!(apply(&mut t, ms(1000), at(500), cost), Some(at(1000)));
+        assert_eq!(apply(&mut t, ms(1000), at(500)), Some(at(1000)));
         assert_eq!(t.latest_request(), Some(at(100)));
-        assert_eq!(apply(&mut t, ms(1000), at(1100), cost), None);
+        assert_eq!(apply(&mut t, ms(1000), at(1100)), None);
         assert_eq!(t.eligible().count(), 2);
     }
 
@@ -119,18 +114,17 @@ mod tests {
         // Item 0 (400 ms a copy) and item 1 (2,000 ms) asked for at 0.
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(0));
-        t.set_sizes(vec![400, 2000, 0, 0], false);
-        let cost = ms(1);
+        t.set_link_times(vec![ns(400), ns(2000), 0, 0], false);
         // Item 0 waits 0.75 x 2,000 = 1,500 ms, item 1 0.75 x 400 = 300.
-        assert_eq!(apply(&mut t, ms(4000), at(0), cost), Some(at(300)));
+        assert_eq!(apply(&mut t, ms(4000), at(0)), Some(at(300)));
         assert_eq!(t.eligible().count(), 0);
-        assert_eq!(apply(&mut t, ms(4000), at(300), cost), Some(at(1500)));
+        assert_eq!(apply(&mut t, ms(4000), at(300)), Some(at(1500)));
         assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(1)]);
-        assert_eq!(apply(&mut t, ms(4000), at(1500), cost), None);
+        assert_eq!(apply(&mut t, ms(4000), at(1500)), None);
         assert_eq!(t.eligible().count(), 2);
         // A 1 s cap bounds the longer hold.
-        assert_eq!(apply(&mut t, ms(1000), at(0), cost), Some(at(300)));
-        assert_eq!(apply(&mut t, ms(1000), at(300), cost), Some(at(1000)));
+        assert_eq!(apply(&mut t, ms(1000), at(0)), Some(at(300)));
+        assert_eq!(apply(&mut t, ms(1000), at(300)), Some(at(1000)));
     }
 
     #[test]
@@ -139,10 +133,9 @@ mod tests {
         t.add_wait(ClientId(1), ItemId(0), at(0));
         t.add_wait(ClientId(2), ItemId(1), at(900));
         t.add_wait(ClientId(3), ItemId(0), at(950));
-        t.set_sizes(vec![1000; 4], false);
-        let cost = ms(1);
+        t.set_link_times(vec![ns(1000); 4], false);
         // Item 0's hold (750 ms) ran out at 750 ms; item 1's ends at 1,650.
-        assert_eq!(apply(&mut t, ms(4000), at(1000), cost), Some(at(1650)));
+        assert_eq!(apply(&mut t, ms(4000), at(1000)), Some(at(1650)));
         assert_eq!(t.eligible().collect::<Vec<_>>(), vec![ItemId(0)]);
     }
 }

@@ -337,7 +337,10 @@ impl Server {
         let scheduler = cfg.scheduler.build();
         let mut demand = DemandTable::new(states.len() as u32, scheduler.q_key());
         let ties = cfg.size_ties && !cfg.scheduler.is_push();
-        demand.set_sizes(states.iter().map(|s| s.layout.symbols()).collect(), ties);
+        let pacer = pacing::Pacer::new(&cfg);
+        // Each item's one-copy link time: its packets by their bytes.
+        let link = |s: &ItemState| pacer.link_ns(s.layout.symbol_size(), s.layout.symbols());
+        demand.set_link_times(states.iter().map(link).collect(), ties);
         Ok(Server {
             nak_window_max: cfg.nak_window.1,
             items: states,
@@ -363,7 +366,7 @@ impl Server {
             next_tid: 1,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
-            pacer: pacing::Pacer::new(&cfg),
+            pacer,
             hold_until: None,
             held_since: None,
             loaded_since: None,

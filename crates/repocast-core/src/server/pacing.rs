@@ -94,6 +94,13 @@ impl Pacer {
         Duration::from_nanos(u64::try_from(slot).unwrap_or(u64::MAX))
     }
 
+    /// The link time of `packets` data packets of `symbol_size`-byte
+    /// symbols, in nanoseconds ([`Pacer::slot`] each).
+    pub(super) fn link_ns(&self, symbol_size: u16, packets: u64) -> u64 {
+        let slot = self.slot(usize::from(symbol_size)).as_nanos();
+        u64::try_from(slot.saturating_mul(u128::from(packets))).unwrap_or(u64::MAX)
+    }
+
     /// The link had nothing to send at some poll: the next transmission
     /// starts its pacing afresh.
     pub(super) fn set_idle(&mut self) {

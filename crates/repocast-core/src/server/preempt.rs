@@ -9,11 +9,13 @@
 //! a small item just after its send waits for a long send's tail, which
 //! only its lossiest receivers still need (`crate::policy::tiers`). The
 //! rule is Smith's (shortest weighted processing time first): the other
-//! work goes first when its packets times the send's receivers still in
-//! flight are fewer than the send's packets left times the receivers it
-//! serves that are not also waiting for the rest of the send (those
-//! finish with the send either way), so the waiting it saves exceeds the
-//! waiting it costs. Both are weighed whenever the demand, the NAKs, the
+//! work goes first when its link time times the send's receivers still in
+//! flight is less than the link time of the send's packets left times the
+//! receivers it serves that are not also waiting for the rest of the send
+//! (those finish with the send either way), so the waiting it saves
+//! exceeds the waiting it costs. Link time counts each packet by its bytes
+//! on the wire (`Pacer::slot`), so a small item's short packets (symbols
+//! fitted to it) weigh what they take. Both are weighed whenever the demand, the NAKs, the
 //! repair queue or the send's receivers change. Bounded: whatever interrupts one send takes at most [`BUDGET`]
 //! of its packets in all, a send with fewer than [`MIN_LEFT`] packets
 //! left runs on, only one send is put aside at a time, and nothing
@@ -62,15 +64,32 @@ impl Server {
         }
         let budget = ((t.total as f64 * BUDGET) as u64).saturating_sub(t.preempted);
         let cur = t.item;
-        let Some(on_air) = self.items.get(cur.0 as usize).map(|s| &s.in_flight) else {
+        let Some((on_air, cur_symbol)) =
+            (self.items.get(cur.0 as usize)).map(|s| (&s.in_flight, s.layout.symbol_size()))
+        else {
             return false;
         };
+        // Weighed in link time: a small item's packets (its symbols fitted
+        // to it) are short.
+        let pacer = &self.pacer;
+        let (budget_ns, left_ns) = (
+            u128::from(pacer.link_ns(cur_symbol, budget)),
+            u128::from(pacer.link_ns(cur_symbol, u64::from(left))),
+        );
         // Smith's rule. Only receivers not also waiting for the rest of
         // the send on air gain: the others finish with it either way.
-        let worth = |packets: u64, gain: u64| {
-            packets > 0
-                && packets <= budget
-                && packets * (on_air.len() as u64).max(1) < left as u64 * gain
+        let worth = |ns: u64, gain: u64| {
+            let ns = u128::from(ns);
+            ns > 0
+                && ns <= budget_ns
+                && ns * u128::from((on_air.len() as u64).max(1)) < left_ns * u128::from(gain)
+        };
+        let cost = |item: crate::ItemId, packets: u64| {
+            let symbol = self
+                .items
+                .get(item.0 as usize)
+                .map_or(cur_symbol, |s| s.layout.symbol_size());
+            pacer.link_ns(symbol, packets)
         };
         let gain = |clients: &mut dyn Iterator<Item = &crate::ClientId>| {
             clients.filter(|c| !on_air.contains(c)).count() as u64
@@ -92,10 +111,12 @@ impl Server {
         let lists = self.cfg.code == crate::fec::CodeKind::Exact;
         let repair = self.repairs.iter().position(|j| {
             let waiting = (self.items.get(j.item.0 as usize)).map(|s| &s.in_flight);
-            j.item != cur && waiting.is_some_and(|w| worth(j.packets(lists), gain(&mut w.iter())))
+            let ns = cost(j.item, j.packets(lists));
+            j.item != cur && waiting.is_some_and(|w| worth(ns, gain(&mut w.iter())))
         });
         if let Some(job) = repair.and_then(|i| self.repairs.remove(i)) {
-            self.put_aside(job.packets(lists));
+            let ns = cost(job.item, job.packets(lists));
+            self.put_aside(ns);
             self.start_repair(now, job);
             return true;
         }
@@ -108,20 +129,24 @@ impl Server {
             return false;
         };
         let packets = (self.items.get(item.0 as usize)).map_or(0, |s| s.layout.symbols());
+        let ns = cost(item, packets);
         let waiters = self.demand.waiters(item);
-        if !worth(packets, gain(&mut waiters.iter())) {
+        if !worth(ns, gain(&mut waiters.iter())) {
             return false;
         }
-        self.put_aside(packets);
+        self.put_aside(ns);
         self.start_scheduled(now, item);
         true
     }
 
-    /// Puts the send on air aside for `packets` of something else.
-    fn put_aside(&mut self, packets: u64) {
+    /// Puts the send on air aside for `ns` of link time of something
+    /// else, counted against its budget as that many of its own packets.
+    fn put_aside(&mut self, ns: u64) {
         let mut t = self.current.take();
         if let Some(t) = t.as_mut() {
-            t.preempted += packets;
+            let symbol = (self.items.get(t.item.0 as usize)).map(|s| s.layout.symbol_size());
+            let slot = symbol.map_or(0, |s| self.pacer.link_ns(s, 1)).max(1);
+            t.preempted += ns.div_ceil(slot);
         }
         self.suspended = t;
         self.stats.preemptions += 1;

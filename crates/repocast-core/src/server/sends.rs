@@ -71,8 +71,7 @@ impl Server {
             .batch_hold
             .filter(|_| gate_open && !self.cfg.scheduler.is_push())
         {
-            let iv = self.cfg.packet_interval;
-            let wake = hold::apply(&mut self.demand, cap, now, iv);
+            let wake = hold::apply(&mut self.demand, cap, now);
             self.hold_until = wake.map(|w| (w, self.demand.changes()));
             // Unless the hold may idle the link, every waiting item held
             // means none is: the scheduler's best goes now.
@@ -146,8 +145,8 @@ impl Server {
         // The whole send takes them if they cost less than a NAK round; a
         // first tier always does (its receivers, short of a block, would
         // wait for the tail).
-        let tail_odds =
-            idle_odds.filter(|&q| self.odds_worth_a_round(&needs, n, max_loss, q, listeners.len()));
+        let tail_odds = idle_odds
+            .filter(|&q| self.odds_worth_a_round(item, &needs, n, max_loss, q, listeners.len()));
         let first_odds = if first_loss.is_some() {
             idle_odds
         } else {
@@ -254,6 +253,7 @@ impl Server {
     /// after the send gives the receiver exactly what it lacks.
     fn odds_worth_a_round(
         &self,
+        item: ItemId,
         needs: &[u32],
         receivers: u32,
         loss: f64,
@@ -267,14 +267,14 @@ impl Server {
             })
             .sum();
         let round = self.nak_window_for(listeners).1;
-        let cost = self.cfg.packet_interval.as_nanos() * u128::from(extra);
-        cost <= round.as_nanos()
+        let symbol = self.items[item.0 as usize].layout.symbol_size();
+        u128::from(self.pacer.link_ns(symbol, extra)) <= round.as_nanos()
     }
 
     /// Whether the link has time to spare besides `item`, sent to everyone
     /// waiting for it (its listeners): no repair queued (one that may
     /// interrupt the send, `ServerConfig::preempt`, does not wait for its
-    /// extra symbols) and the other waiting items' symbols take less than
+    /// extra symbols) and the other waiting items take less link time than
     /// `backlog` to send (counted until they do not). An item waited for
     /// only by its listeners does not count: they finish no sooner for it
     /// going first, as their requests end with this send either way, and
@@ -282,12 +282,11 @@ impl Server {
     /// [`SPARE_LINK_CHECKS`] waiters are looked at for that, once per group
     /// of items with the same waiters; past them a group counts.
     fn spare_link(&self, item: ItemId, backlog: Duration) -> bool {
-        let budget = backlog.as_nanos() / self.cfg.packet_interval.as_nanos().max(1);
-        let enough = u64::try_from(budget).unwrap_or(u64::MAX);
+        let budget = u64::try_from(backlog.as_nanos()).unwrap_or(u64::MAX);
         (self.repairs.is_empty() || self.cfg.preempt)
             && (self.demand)
-                .symbols_waited_by_others(item, enough, SPARE_LINK_CHECKS)
-                .is_none_or(|waiting| u128::from(waiting) < budget)
+                .link_time_waited_by_others(item, budget, SPARE_LINK_CHECKS)
+                .is_none_or(|waiting| waiting < budget)
     }
 
     /// Sends `item` from its source symbols again (ids from 0 in every
