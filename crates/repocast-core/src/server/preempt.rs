@@ -76,6 +76,9 @@ impl Server {
             u128::from(pacer.link_ns(cur_symbol, budget)),
             u128::from(pacer.link_ns(cur_symbol, u64::from(left))),
         );
+        // What interrupts the send counts against its budget as that many
+        // of its own packets.
+        let cur_slot = pacer.link_ns(cur_symbol, 1).max(1);
         // Smith's rule. Only receivers not also waiting for the rest of
         // the send on air gain: the others finish with it either way.
         let worth = |ns: u64, gain: u64| {
@@ -116,7 +119,7 @@ impl Server {
         });
         if let Some(job) = repair.and_then(|i| self.repairs.remove(i)) {
             let ns = cost(job.item, job.packets(lists));
-            self.put_aside(ns);
+            self.put_aside(ns.div_ceil(cur_slot));
             self.start_repair(now, job);
             return true;
         }
@@ -128,25 +131,23 @@ impl Server {
         else {
             return false;
         };
-        let packets = (self.items.get(item.0 as usize)).map_or(0, |s| s.layout.symbols());
-        let ns = cost(item, packets);
+        // Its whole one-copy link time, as the demand table keeps it.
+        let ns = self.demand.link_ns(item);
         let waiters = self.demand.waiters(item);
         if !worth(ns, gain(&mut waiters.iter())) {
             return false;
         }
-        self.put_aside(ns);
+        self.put_aside(ns.div_ceil(cur_slot));
         self.start_scheduled(now, item);
         true
     }
 
-    /// Puts the send on air aside for `ns` of link time of something
-    /// else, counted against its budget as that many of its own packets.
-    fn put_aside(&mut self, ns: u64) {
+    /// Puts the send on air aside for `packets` of its own worth of
+    /// something else.
+    fn put_aside(&mut self, packets: u64) {
         let mut t = self.current.take();
         if let Some(t) = t.as_mut() {
-            let symbol = (self.items.get(t.item.0 as usize)).map(|s| s.layout.symbol_size());
-            let slot = symbol.map_or(0, |s| self.pacer.link_ns(s, 1)).max(1);
-            t.preempted += ns.div_ceil(slot);
+            t.preempted += packets;
         }
         self.suspended = t;
         self.stats.preemptions += 1;
