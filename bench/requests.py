@@ -43,8 +43,9 @@ server link's rate, the receivers running, the machine's CPU use and, for
 repocast, the server's queue, clients and counters (its /metrics).
 
 --logs keeps every process's standard error in OUT/<system>[-RUN]-logs/
-(server.log, and K.log for request K); set REPOCAST_LOG (for example
-repocast_net=debug) to choose what repocast writes there.
+(server.log, K.log for request K, and cN-receiver.log for host N's shared
+receiver); set REPOCAST_LOG (for example repocast_net=debug) to choose what
+repocast writes there.
 
 --tmpfs puts every system's received files on a tmpfs mounted for the
 run: the lab's hosts share one disk, where thousands of small files a
@@ -297,6 +298,10 @@ daemon off;
         while pending and pending[0][2] <= now:
             k, host, at, files = pending.pop(0)
             where, argv = launch(k, files)
+            if logs and system == "repocast":
+                # The host's shared receiver, started by a `get`, logs here.
+                argv = ["env", f"REPOCAST_RECEIVER_LOG={os.path.join(logs, where + '-receiver.log')}",
+                        *argv]
             p = subprocess.Popen(in_host(name, where, *argv), cwd=repo,
                                  stdout=subprocess.DEVNULL, stderr=err(f"{k}.log"))
             running[p.pid] = (p, k, host, at, files, time.monotonic())

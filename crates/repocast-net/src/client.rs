@@ -253,10 +253,16 @@ async fn drive<S: BlockStore>(
     let mut jobs = crate::jobs::Jobs::new();
     loop {
         jobs.trade(ep, start);
+        let mut wrote = false;
         while ep.poll_transmit(&mut out) {
-            if wr.write_all(&out).await.is_err() {
+            wrote = true;
+            if crate::tls::write_frame(&mut wr, &out, true).await.is_err() {
                 ep.handle_close(core_now(start));
             }
+        }
+        // The frames out, flushed (see `tls::write_frame`).
+        if wrote && wr.flush().await.is_err() {
+            ep.handle_close(core_now(start));
         }
         let (mut changed, mut joined) = (false, false);
         while let Some(ev) = ep.poll_event() {

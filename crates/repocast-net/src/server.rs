@@ -386,7 +386,8 @@ impl Pump {
             let (mut rd, mut wr) = tokio::io::split(stream);
             tokio::spawn(async move {
                 while let Some(frame) = out_rx.recv().await {
-                    if wr.write_all(&frame).await.is_err() {
+                    let more = !out_rx.is_empty();
+                    if tls::write_frame(&mut wr, &frame, more).await.is_err() {
                         break;
                     }
                     // Written: no longer held. Only what this connection

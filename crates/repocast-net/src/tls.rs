@@ -24,6 +24,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 /// How long a TLS handshake may take, on either side.
@@ -88,10 +89,10 @@ pub fn server_config(identity: &Identity) -> Result<Arc<rustls::ServerConfig>, N
 }
 
 /// Accepts TLS on a new request connection, within [`HANDSHAKE_TIMEOUT`].
-pub async fn accept(
+pub async fn accept<IO: AsyncRead + AsyncWrite + Unpin>(
     cfg: Arc<rustls::ServerConfig>,
-    sock: TcpStream,
-) -> Result<tokio_rustls::server::TlsStream<TcpStream>, NetError> {
+    sock: IO,
+) -> Result<tokio_rustls::server::TlsStream<IO>, NetError> {
     let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
     tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(sock))
         .await
@@ -168,11 +169,11 @@ pub type ClientStream = tokio_rustls::client::TlsStream<TcpStream>;
 
 /// Runs the client handshake on `sock` to `server`, accepting the keys
 /// `trust` allows. Returns the stream and the server's key.
-pub async fn connect(
-    sock: TcpStream,
+pub async fn connect<IO: AsyncRead + AsyncWrite + Unpin>(
+    sock: IO,
     server: SocketAddr,
     trust: &Trust,
-) -> Result<(ClientStream, PublicKey), NetError> {
+) -> Result<(tokio_rustls::client::TlsStream<IO>, PublicKey), NetError> {
     let pin = match trust {
         Trust::Key(k) => Some(*k),
         Trust::KnownServers(path) => crate::known::lookup(path, server)?,
@@ -220,6 +221,26 @@ pub async fn connect(
     Ok((stream, key))
 }
 
+/// Writes one frame to a TLS stream, and flushes it unless `more`
+/// frames follow at once. tokio-rustls takes a write's bytes once it has
+/// encrypted them and keeps what the socket could not take until the
+/// next write or flush, so without the flush a frame written last into a
+/// full socket waits for the next frame, and for good if none comes: a
+/// request of 2,000 items sent right after as many `Have`s (a request
+/// that other requests on its host lent files to) sat unsent while the
+/// server waited for it.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    frame: &[u8],
+    more: bool,
+) -> std::io::Result<()> {
+    wr.write_all(frame).await?;
+    if !more {
+        wr.flush().await?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -239,5 +260,51 @@ mod tests {
     #[test]
     fn the_server_config_loads_the_identity() {
         assert!(server_config(&Identity::from_seed([6; 32])).is_ok());
+    }
+
+    /// A driver writes a burst of frames and then waits for the server's
+    /// answer with its connection open: every byte of the burst must
+    /// reach the peer, the last frame too, though the stream took only a
+    /// little at a time. Paused time: a stall fails at once.
+    #[tokio::test(start_paused = true)]
+    async fn a_frame_written_last_into_a_full_stream_still_goes_out() {
+        use tokio::io::AsyncReadExt;
+        let id = Identity::from_seed([7; 32]);
+        let cfg = server_config(&id).expect("config");
+        let (a, b) = tokio::io::duplex(512);
+        let server = tokio::spawn(accept(cfg, b));
+        let addr: SocketAddr = "127.0.0.1:4700".parse().expect("address");
+        let (client, _) = connect(a, addr, &Trust::Key(id.public()))
+            .await
+            .expect("handshake");
+        let mut server = server.await.expect("task").expect("accepted");
+        // A request that others on its host lent files to: a `Have` for
+        // each of them, then the request naming 2,000 items.
+        let frames: Vec<Vec<u8>> = (0..1000u32)
+            .map(|i| vec![i as u8; 55])
+            .chain([vec![7; 22_912]])
+            .collect();
+        let total: usize = frames.iter().map(Vec::len).sum();
+        let (_rd, mut wr) = tokio::io::split(client);
+        let (hold, held) = tokio::sync::oneshot::channel::<()>();
+        let writer = tokio::spawn(async move {
+            let n = frames.len();
+            for (i, f) in frames.iter().enumerate() {
+                write_frame(&mut wr, f, i + 1 < n).await.expect("write");
+            }
+            // Open, as a driver keeps it (a shutdown would flush it).
+            let _ = held.await;
+        });
+        let (mut got, mut buf) = (0, vec![0u8; 4096]);
+        while got < total {
+            let read = tokio::time::timeout(Duration::from_secs(60), server.read(&mut buf));
+            match read.await {
+                Ok(Ok(n)) if n > 0 => got += n,
+                other => panic!("stalled at {got} of {total} bytes: {other:?}"),
+            }
+        }
+        assert_eq!(got, total);
+        let _ = hold.send(());
+        writer.await.expect("writer");
     }
 }

@@ -15,7 +15,8 @@
 //! and of the server, `hold=MS`: the batching hold's cap (`serve
 //! --batch-hold`; 0: off), `after=MS`: its gate (`--batch-hold-after`),
 //! and `idle=1`: it may idle the link (`--batch-hold-idle`), `scheme=`:
-//! the reliability scheme (`serve --scheme`, e.g. `FEC(0)+R(inf)`); as shipped
+//! the reliability scheme (`serve --scheme`, e.g. `FEC(0)+R(inf)`), `sched=`:
+//! the scheduler (`serve --scheduler`: rq, rq-fill, fifo, popular, rxw); as shipped
 //! unless given; `shared=0`: every request receives alone (`get
 //! --no-share`), with its own loss draws; `tiers=0`: scheduled sends
 //! block after block whatever the receivers' losses (no loss tiers);
@@ -82,6 +83,12 @@ fn main() {
         c.preempt &= !args.iter().any(|a| a == "preempt=0");
         if let Some(v) = args.iter().find_map(|a| a.strip_prefix("repair_share=")) {
             c.repair_share = v.parse().ok().filter(|f: &f64| f.is_finite() && *f < 1.0);
+        }
+        if let Some(s) = args.iter().find_map(|a| a.strip_prefix("sched=")) {
+            match repocast_core::sched::SchedulerKind::from_name(s) {
+                Some(k) => c.scheduler = k,
+                None => eprintln!("sched={s}: unknown; the shipped scheduler runs"),
+            }
         }
         if let Some(s) = args.iter().find_map(|a| a.strip_prefix("scheme=")) {
             match s.parse() {

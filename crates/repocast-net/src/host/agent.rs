@@ -222,7 +222,11 @@ async fn serve_get(
     let h = hub.clone();
     tokio::spawn(async move {
         while let Some(f) = frames.recv().await {
-            if tls_wr.write_all(&f).await.is_err() {
+            let more = !frames.is_empty();
+            if crate::tls::write_frame(&mut tls_wr, &f, more)
+                .await
+                .is_err()
+            {
                 let _ = h.send(HubMsg::Closed(id));
                 return;
             }

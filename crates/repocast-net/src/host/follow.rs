@@ -15,6 +15,9 @@ use tokio::net::UnixStream;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
+/// The environment variable naming a file the receiver a `get` starts
+/// appends its log to.
+pub const RECEIVER_LOG: &str = "REPOCAST_RECEIVER_LOG";
 /// How long a started receiver may take to answer.
 const START_WAIT: Duration = Duration::from_secs(3);
 /// How long a receiver told to stop a request may take to report it.
@@ -156,9 +159,19 @@ async fn reach(key: &HostKey, start: Option<&Path>) -> Option<UnixStream> {
         cmd.arg("--no-ssm");
     }
     use std::os::unix::process::CommandExt;
+    // Its log (`REPOCAST_LOG` picks what) goes to the file
+    // `REPOCAST_RECEIVER_LOG` names, appended, or nowhere: it outlives
+    // this `get`, whose standard error may be gone by then.
+    let log = std::env::var_os(RECEIVER_LOG).and_then(|p| {
+        let f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p);
+        f.map_err(|e| tracing::warn!("{RECEIVER_LOG}: {e}")).ok()
+    });
     cmd.stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(log.map_or_else(std::process::Stdio::null, Into::into))
         // Its own process group: a Ctrl-C to this `get` is not its end.
         .process_group(0);
     if let Err(e) = cmd.spawn() {
