@@ -283,6 +283,8 @@ struct Hub<'a> {
     /// Blocks the requests decode, and items they put in place, off this
     /// task, tagged with their slot.
     jobs: crate::jobs::Jobs<(u64, Work)>,
+    /// The announcements read together (`Hub::announcements`).
+    announced: crate::datagrams::Datagrams,
 }
 
 async fn hub(
@@ -300,6 +302,7 @@ async fn hub(
         stale: false,
         installed: None,
         jobs: crate::jobs::Jobs::new(),
+        announced: crate::datagrams::Datagrams::default(),
     };
     let mut dgram = vec![0u8; 65536];
     let mut idle_since = Some(tokio::time::Instant::now());
@@ -344,8 +347,8 @@ async fn hub(
             Some((id, job)) = h.jobs.done() => {
                 if let Some(s) = h.slot(id) { s.ep.work_done(now(), job) }
             }
-            _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.receive(Channel::Data, &mut dgram),
-            _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.receive(Channel::Announce, &mut dgram),
+            _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.data(&mut dgram),
+            _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.announcements(&mut dgram),
             _ = crate::sleep_until(deadline) => {
                 let t = now();
                 for s in &mut h.slots {
@@ -392,26 +395,48 @@ impl Hub<'_> {
             .collect()
     }
 
-    /// Reads a batch from one shared group and hands each datagram to
-    /// the requests that want it.
-    fn receive(&mut self, ch: Channel, dgram: &mut [u8]) {
+    /// Reads what the announcement group holds and hands it to every
+    /// request, their signatures checked as one batch first (each
+    /// request's, for what bears on it; the host's requests share one
+    /// memory of checked signatures, so each is checked once), as a `get`
+    /// on its own does.
+    fn announcements(&mut self, dgram: &mut [u8]) {
+        let Some((_, g)) = self.groups.as_mut() else {
+            return;
+        };
+        self.announced.clear();
+        for _ in 0..RECV_BATCH {
+            let Some((n, _)) = g.announce.try_recv(dgram) else {
+                break;
+            };
+            self.announced.push(&dgram[..n]);
+        }
+        let now = core_now(self.start);
+        for s in self.slots.iter_mut().filter(|s| s.joined) {
+            s.ep.prepare_announcements(self.announced.iter());
+        }
+        for d in self.announced.iter() {
+            for s in self.slots.iter_mut().filter(|s| s.joined) {
+                s.datagrams += 1;
+                s.ep.handle_datagram(now, Channel::Announce, d);
+            }
+        }
+        trade(&mut self.slots, &mut self.jobs, self.start);
+    }
+
+    /// Reads a batch from the shared data group and hands each datagram
+    /// to the requests that want its item.
+    fn data(&mut self, dgram: &mut [u8]) {
         let start = self.start;
         let Some((_, g)) = self.groups.as_mut() else {
             return;
         };
-        let sock = match ch {
-            Channel::Data => &mut g.data,
-            Channel::Announce => &mut g.announce,
-        };
         for _ in 0..RECV_BATCH {
-            let Some((n, _)) = sock.try_recv(dgram) else {
+            let Some((n, _)) = g.data.try_recv(dgram) else {
                 break;
             };
             let bytes = &dgram[..n];
-            let item = match ch {
-                Channel::Data => DataRepr::peek_item(bytes),
-                Channel::Announce => None,
-            };
+            let item = DataRepr::peek_item(bytes);
             let now = core_now(start);
             for s in self.slots.iter_mut().filter(|s| s.joined) {
                 let wants = match (&s.want, item) {
@@ -420,7 +445,7 @@ impl Hub<'_> {
                 };
                 if wants {
                     s.datagrams += 1;
-                    s.ep.handle_datagram(now, ch, bytes);
+                    s.ep.handle_datagram(now, Channel::Data, bytes);
                 }
             }
             // Blocks ready go out at once, not only between batches.
