@@ -554,3 +554,58 @@ fn an_announced_trim_brings_the_receivers_deadline_forward() {
     let floor = before.saturating_sub(per * 4900);
     assert_eq!(c.poll_timeout(), Some(floor));
 }
+
+/// Data that overtakes its items' manifests is held, and used once they
+/// come: both items of a request complete from packets that all arrived
+/// before either manifest, with no packet sent after them (held
+/// together, fed back in the order they came).
+#[test]
+fn data_that_overtakes_its_manifests_is_used_once_they_come() {
+    use repocast_core::wire::ServerMsg;
+    let mut s = server();
+    let (mut c, id) = asking_for_both(&mut s);
+    let (mut now, mut held, mut data) = (Instant::ZERO, Vec::new(), 0);
+    // Everything reaches the client but the manifests, until the server
+    // has sent both items (1 packet and 100).
+    while data < 101 {
+        while let Some(m) = c.poll_transmit() {
+            s.handle_client_msg(now, id, m);
+        }
+        s.handle_timeout(now);
+        while let Some(t) = s.poll_transmit(now, &mut NoPayload) {
+            match t {
+                Transmit::Control(to, m @ ServerMsg::Manifest { .. }) if to == id => held.push(m),
+                Transmit::Control(to, m) if to == id => c.handle_server_msg(now, m),
+                Transmit::Control(..) => {}
+                Transmit::Announce(a) => c.handle_announce(now, &a),
+                Transmit::Data(d) => {
+                    data += 1;
+                    c.handle_data(now, &d);
+                }
+            }
+        }
+        now = now + Duration::from_micros(500);
+        assert!(now < Instant::ZERO + Duration::from_secs(1), "not sent");
+    }
+    assert_eq!(held.len(), 2, "both manifests held back");
+    while let Some(ev) = c.poll_event() {
+        assert!(!matches!(
+            ev,
+            ClientEvent::ItemAssembled(_) | ClientEvent::ItemComplete(_)
+        ));
+    }
+    for m in held {
+        c.handle_server_msg(now, m);
+    }
+    // The held data is fed back at the next input.
+    c.handle_timeout(now);
+    let mut assembled = Vec::new();
+    while let Some(ev) = c.poll_event() {
+        if let ClientEvent::ItemAssembled(i) | ClientEvent::ItemComplete(i) = ev {
+            assembled.push(i);
+        }
+    }
+    assembled.sort();
+    assembled.dedup();
+    assert_eq!(assembled, [ItemId(0), ItemId(1)]);
+}

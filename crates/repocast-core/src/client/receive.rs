@@ -9,20 +9,26 @@ use super::{
 };
 use crate::wire::{AnnounceKind, AnnounceRepr, BlockNeed, DataRepr, NakRepr};
 use crate::{Instant, ItemId};
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 impl Client {
-    /// Feeds early data held for items whose manifest has come.
+    /// Feeds early data held for items whose manifest has come, in the
+    /// order it came, in one pass over what is held (a pass per item made
+    /// a request of thousands of small files, whose manifests come a few
+    /// at a time while up to [`super::EARLY_PACKETS`] wait, spend a tenth
+    /// of its receiver's time here).
     pub(super) fn flush_replay(&mut self, now: Instant) {
-        for item in std::mem::take(&mut self.replay) {
-            let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
-                std::mem::take(&mut self.early)
-                    .into_iter()
-                    .partition(|p| p.item == item);
-            self.early = keep;
-            for p in replay {
-                self.handle_data(now, &p);
-            }
+        if self.replay.is_empty() {
+            return;
+        }
+        let items: BTreeSet<ItemId> = std::mem::take(&mut self.replay).into_iter().collect();
+        let (replay, keep): (VecDeque<DataRepr>, VecDeque<DataRepr>) =
+            std::mem::take(&mut self.early)
+                .into_iter()
+                .partition(|p| items.contains(&p.item));
+        self.early = keep;
+        for p in replay {
+            self.handle_data(now, &p);
         }
     }
 
