@@ -156,9 +156,6 @@ pub(crate) async fn connect(
 
 /// How long a TCP connect may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most datagrams read from one group per wake-up (then the others get a
-/// turn).
-const RECV_BATCH: usize = 512;
 
 /// The two groups, joined once the server has said where they are (or,
 /// for `listen`, at once).
@@ -256,11 +253,11 @@ async fn drive<S: BlockStore>(
         let mut wrote = false;
         while ep.poll_transmit(&mut out) {
             wrote = true;
-            if crate::tls::write_frame(&mut wr, &out, true).await.is_err() {
+            if wr.write_all(&out).await.is_err() {
                 ep.handle_close(core_now(start));
             }
         }
-        // The frames out, flushed (see `tls::write_frame`).
+        // The frames out, flushed once (see `tls::write_frame`).
         if wrote && wr.flush().await.is_err() {
             ep.handle_close(core_now(start));
         }
@@ -322,7 +319,7 @@ async fn drive<S: BlockStore>(
             },
             _ = readable(groups.as_ref().map(|g| &g.data)) => {
                 if let Some(g) = groups.as_mut() {
-                    for _ in 0..RECV_BATCH {
+                    for _ in 0..crate::datagrams::RECV_BATCH {
                         let Some((n, _)) = g.data.try_recv(&mut dgram) else { break };
                         ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
                         // Blocks ready go out at once, and those back
@@ -335,11 +332,7 @@ async fn drive<S: BlockStore>(
                 if let Some(g) = groups.as_mut() {
                     // All that is there first: their signatures are
                     // checked as one batch, then each is handled.
-                    announced.clear();
-                    for _ in 0..RECV_BATCH {
-                        let Some((n, _)) = g.announce.try_recv(&mut dgram) else { break };
-                        announced.push(&dgram[..n]);
-                    }
+                    announced.read_from(&mut g.announce, &mut dgram);
                     ep.prepare_announcements(announced.iter());
                     for d in announced.iter() {
                         ep.handle_datagram(core_now(start), Channel::Announce, d);

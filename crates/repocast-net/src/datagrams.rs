@@ -3,6 +3,12 @@
 //! (`ClientEndpoint::prepare_announcements`: their signatures checked as
 //! one batch). A driver's helper; nothing here parses.
 
+use crate::fault::LossySocket;
+
+/// Most datagrams a driver reads from one group per wake-up (then the
+/// others get a turn).
+pub(crate) const RECV_BATCH: usize = 512;
+
 /// Datagrams in the order read, one after another in one buffer.
 #[derive(Debug, Default)]
 pub(crate) struct Datagrams {
@@ -15,6 +21,18 @@ impl Datagrams {
     pub(crate) fn clear(&mut self) {
         self.bytes.clear();
         self.ends.clear();
+    }
+
+    /// Empties it, then reads into it what `sock` holds, up to
+    /// [`RECV_BATCH`] datagrams (`buf`: room for the largest).
+    pub(crate) fn read_from(&mut self, sock: &mut LossySocket, buf: &mut [u8]) {
+        self.clear();
+        for _ in 0..RECV_BATCH {
+            let Some((n, _)) = sock.try_recv(buf) else {
+                break;
+            };
+            self.push(&buf[..n]);
+        }
     }
 
     /// Adds one datagram.

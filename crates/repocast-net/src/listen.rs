@@ -133,8 +133,6 @@ impl ListenReport {
 /// (`tests/push-memory.sh`).
 pub const MEMORY_BUDGET: u64 = 72 << 20;
 
-/// Most datagrams read from one group per wake-up.
-const RECV_BATCH: usize = 512;
 /// The file recording the newest version taken per signer.
 const VERSIONS_FILE: &str = "push-versions";
 
@@ -234,7 +232,7 @@ pub async fn listen(
         };
         tokio::select! {
             _ = data.readable() => {
-                for _ in 0..RECV_BATCH {
+                for _ in 0..crate::datagrams::RECV_BATCH {
                     let Some((n, _)) = data.try_recv(&mut dgram) else { break };
                     ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
                     // Blocks ready go out at once, and those back come in,
@@ -243,7 +241,7 @@ pub async fn listen(
                 }
             }
             _ = announce.readable() => {
-                for _ in 0..RECV_BATCH {
+                for _ in 0..crate::datagrams::RECV_BATCH {
                     let Some((n, _)) = announce.try_recv(&mut dgram) else { break };
                     ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
                 }

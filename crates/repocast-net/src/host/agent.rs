@@ -39,8 +39,6 @@ use tokio::sync::oneshot;
 /// request's items change, so its length bounds that cost.
 const ROUTE_ITEMS: usize = 4096;
 
-/// Most datagrams read from one group per wake-up.
-const RECV_BATCH: usize = 512;
 /// How long a connected `get` may take to send its request.
 const ASK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -404,13 +402,7 @@ impl Hub<'_> {
         let Some((_, g)) = self.groups.as_mut() else {
             return;
         };
-        self.announced.clear();
-        for _ in 0..RECV_BATCH {
-            let Some((n, _)) = g.announce.try_recv(dgram) else {
-                break;
-            };
-            self.announced.push(&dgram[..n]);
-        }
+        self.announced.read_from(&mut g.announce, dgram);
         let now = core_now(self.start);
         for s in self.slots.iter_mut().filter(|s| s.joined) {
             s.ep.prepare_announcements(self.announced.iter());
@@ -431,7 +423,7 @@ impl Hub<'_> {
         let Some((_, g)) = self.groups.as_mut() else {
             return;
         };
-        for _ in 0..RECV_BATCH {
+        for _ in 0..crate::datagrams::RECV_BATCH {
             let Some((n, _)) = g.data.try_recv(dgram) else {
                 break;
             };
