@@ -170,7 +170,7 @@ class Timeline:
     counters (its /metrics). Written as CSV, to see where a run's time
     went (an idle link while requests wait, a saturated CPU)."""
 
-    FIELDS = ("queue", "clients", "transmissions_total", "report_timeouts_total", "naks_total",
+    FIELDS = ("queue", "clients", "transmissions_total", "report_timeouts_total", "naks_total", "empty_naks_total",
               "symbols_sent_total", "repair_symbols_sent_total")
 
     def __init__(self, path, name, metrics, step=0.5):

@@ -52,6 +52,11 @@ pub struct GetArgs {
     /// Give up after this many seconds without hearing anything useful.
     #[arg(long, default_value_t = 60)]
     pub idle_timeout: u64,
+    /// Give up after this many seconds in which the server, though heard,
+    /// sent nothing for this request (it is overloaded, or lost the
+    /// request); 0: wait as long as the server is heard.
+    #[arg(long, default_value_t = repocast_core::endpoint::client::STALL_TIMEOUT.as_secs())]
+    pub stall_timeout: u64,
     /// Replace existing files that differ from the items.
     #[arg(long)]
     pub overwrite: bool,
@@ -208,6 +213,7 @@ fn options(a: &GetArgs) -> Result<GetOptions, String> {
     o.seed = a.seed;
     o.ssm = !a.no_ssm;
     o.idle_timeout = Duration::from_secs(a.idle_timeout.max(1));
+    o.stall_timeout = (a.stall_timeout > 0).then(|| Duration::from_secs(a.stall_timeout));
     o.trust = a.trust.trust()?;
     o.token = a.trust.token()?;
     o.overwrite = a.overwrite;

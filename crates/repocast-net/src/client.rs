@@ -60,6 +60,9 @@ pub struct GetOptions {
     pub ssm: bool,
     /// Give up when nothing at all has been heard for this long.
     pub idle_timeout: Duration,
+    /// Give up when the server, though heard, has sent nothing for this
+    /// request for this long (`None`: never).
+    pub stall_timeout: Option<Duration>,
     /// Bytes of partially received blocks kept in memory; beyond it the
     /// least recently fed blocks go to a spill file ([`MEMORY_BUDGET`]).
     pub memory_budget: u64,
@@ -87,6 +90,7 @@ impl GetOptions {
             seed: 1,
             ssm: true,
             idle_timeout: Duration::from_secs(60),
+            stall_timeout: Some(repocast_core::endpoint::client::STALL_TIMEOUT),
             memory_budget: MEMORY_BUDGET,
             trust: Trust::KnownServers(tls::default_known_servers()),
             overwrite: false,
@@ -445,6 +449,7 @@ pub(crate) fn endpoint(
     };
     let mut cfg = ClientEndpointConfig::new(client, want);
     cfg.idle_timeout = opts.idle_timeout;
+    cfg.stall_timeout = opts.stall_timeout;
     cfg.memory_budget = opts.memory_budget;
     cfg.server_key = Some(key);
     cfg.verified = verified;

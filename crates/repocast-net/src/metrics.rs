@@ -152,6 +152,12 @@ pub fn prometheus(s: &Snapshot) -> String {
     );
     counter(
         &mut o,
+        "empty_naks_total",
+        "Reports that needed nothing (the client was decoding what it had): no repair.",
+        t.empty_naks,
+    );
+    counter(
+        &mut o,
         "hastened_symbols_total",
         "Symbols a send moved forward on short-block hints (same packets, sent sooner).",
         t.hastened,

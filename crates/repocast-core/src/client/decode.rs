@@ -24,6 +24,7 @@ use super::Client;
 use super::item::ItemPhase;
 use crate::ItemId;
 use crate::fec::{BlockDecoder, Rejected};
+use crate::wire::{ClientMsg, NakRepr};
 
 /// Blocks out at once as decode jobs in what `get` and `listen` ship
 /// ([`crate::profile::Profile::Lan`], [`crate::profile::Profile::Push`]):
@@ -236,7 +237,42 @@ impl Client {
     }
 
     /// A job from [`Client::poll_decode`], back. One not run is run here.
-    pub fn decoded(&mut self, mut job: DecodeJob) {
+    pub fn decoded(&mut self, job: DecodeJob) {
+        let item = job.item;
+        self.take_job(job);
+        self.recheck(item);
+    }
+
+    /// `item`'s last report said it needed nothing while blocks were out
+    /// being decoded (`ItemRx::recheck`): once the last is back, any that
+    /// failed are asked for at once. Its received and expected counts
+    /// are zero: that transmission's were reported already.
+    fn recheck(&mut self, item: ItemId) {
+        let Some(it) = self
+            .items
+            .get_mut(&item)
+            .filter(|it| it.decoding.is_empty())
+        else {
+            return;
+        };
+        let Some(tid) = it.recheck.take() else {
+            return;
+        };
+        let needs = it.needs();
+        if it.phase != ItemPhase::Receiving || needs.is_empty() {
+            return;
+        }
+        self.stats.naks += 1;
+        self.outbox.push_back(ClientMsg::Nak(NakRepr {
+            transmission: tid,
+            item,
+            received: 0,
+            expected: 0,
+            needs,
+        }));
+    }
+
+    fn take_job(&mut self, mut job: DecodeJob) {
         self.jobs_away = self.jobs_away.saturating_sub(1);
         let (item, b) = (job.item, job.block);
         let Some(it) = self.items.get_mut(&item) else {

@@ -89,6 +89,10 @@ pub struct ItemRx {
     pub evicted: crate::hash::FastMap<u32, u32>,
     /// Blocks out as decode jobs (`client::decode`), with the job's id.
     pub decoding: crate::hash::FastMap<u32, u64>,
+    /// The transmission whose report said it needed nothing while blocks
+    /// were out being decoded: if one comes back failed, it is asked for
+    /// then (`Client::recheck`). A newer transmission clears it.
+    pub recheck: Option<TransmissionId>,
 }
 
 impl Default for ItemRx {
@@ -116,6 +120,7 @@ impl ItemRx {
             done_report: None,
             evicted: Default::default(),
             decoding: Default::default(),
+            recheck: None,
         }
     }
 

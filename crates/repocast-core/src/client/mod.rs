@@ -663,8 +663,10 @@ impl Client {
         if it.listening.as_ref().is_some_and(|l| l.id > a.transmission) {
             return;
         }
-        // A newer transmission supersedes a NAK not yet sent.
+        // A newer transmission supersedes a NAK not yet sent (and the
+        // recheck of one sent: its report will say what is needed).
         it.report_due = None;
+        it.recheck = None;
         self.deadline.set(None);
         if let Err(at) = self.timed.binary_search_by_key(&a.item, |e| e.0) {
             self.timed.insert(at, (a.item, slot));
@@ -748,6 +750,14 @@ impl Client {
                 if it.phase != ItemPhase::Receiving {
                     continue;
                 }
+                let needs = it.needs();
+                if needs.is_empty() && !it.decoding.is_empty() {
+                    // Every block not verified is out being decoded: the
+                    // report says it needs nothing, and the server waits
+                    // for the done report. One that comes back failed is
+                    // asked for then (`decode::recheck`).
+                    it.recheck = Some(tid);
+                }
                 let (received, expected) = it
                     .listening
                     .as_ref()
@@ -757,7 +767,7 @@ impl Client {
                     item: id,
                     received,
                     expected,
-                    needs: it.needs(),
+                    needs,
                 };
                 self.stats.naks += 1;
                 self.outbox.push_back(ClientMsg::Nak(nak));

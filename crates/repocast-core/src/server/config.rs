@@ -510,6 +510,9 @@ pub struct ServerStats {
     /// NAKs for a transmission still on air or interrupted, left for the
     /// report at its end (short-block hints among them).
     pub early_naks: u64,
+    /// Reports that needed nothing (the client was decoding what it had):
+    /// taken as reports, no repair.
+    pub empty_naks: u64,
     /// Symbols sent sooner on short-block hints (`server::early`).
     pub hastened: u64,
 }

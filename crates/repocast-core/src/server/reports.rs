@@ -280,6 +280,13 @@ impl Server {
                 nak.needs.iter().map(|n| (n.block.0, n.count)).collect(),
             );
         }
+        if nak.needs.is_empty() {
+            // A report that needs nothing: its blocks are being decoded.
+            // Its done report follows, or a NAK for what a block that
+            // failed needs; sending the item again would help no one.
+            self.stats.empty_naks += 1;
+            return;
+        }
         if !in_flight {
             // It was waiting anyway (it listened to a repair meant for
             // others); its new need is recorded, nothing else to do.

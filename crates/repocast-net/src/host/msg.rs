@@ -27,6 +27,9 @@ pub(crate) struct Ask {
     all: bool,
     seed: u64,
     idle_timeout_ms: u64,
+    /// `None`: never (a receiver of an older version gets the default).
+    #[serde(default = "default_stall_ms")]
+    stall_timeout_ms: Option<u64>,
     memory_budget: u64,
     trust_key: Option<String>,
     known_servers: Option<PathBuf>,
@@ -49,6 +52,7 @@ impl Ask {
             all: o.all,
             seed: o.seed,
             idle_timeout_ms: o.idle_timeout.as_millis() as u64,
+            stall_timeout_ms: o.stall_timeout.map(|d| d.as_millis() as u64),
             memory_budget: o.memory_budget,
             trust_key,
             known_servers,
@@ -63,6 +67,7 @@ impl Ask {
         o.all = self.all;
         o.seed = self.seed;
         o.idle_timeout = Duration::from_millis(self.idle_timeout_ms.max(1));
+        o.stall_timeout = (self.stall_timeout_ms).map(|ms| Duration::from_millis(ms.max(1)));
         o.memory_budget = self.memory_budget;
         o.trust = match (self.trust_key, self.known_servers) {
             (Some(k), _) => Trust::Key(k.parse().map_err(|e| format!("trusted key: {e}"))?),
@@ -73,6 +78,10 @@ impl Ask {
         o.token = self.token;
         Ok(o)
     }
+}
+
+fn default_stall_ms() -> Option<u64> {
+    Some(repocast_core::endpoint::client::STALL_TIMEOUT.as_millis() as u64)
 }
 
 /// A `get` to the receiver, after its request.

@@ -30,6 +30,7 @@ mod admit;
 mod finishing;
 mod memory;
 mod request;
+mod stall;
 mod wanted;
 
 use super::Channel;
@@ -50,6 +51,11 @@ use std::time::Duration;
 /// Most catalogue entries a client accepts in all (a server cannot grow
 /// `repocast ls` without bound).
 pub const MAX_CATALOGUE_TOTAL: usize = 1 << 20;
+
+/// The shipped [`ClientEndpointConfig::stall_timeout`]: far beyond any
+/// wait measured under load (the longest request of the benchmarks took
+/// under 20 s), short enough that a lost request does not sit for good.
+pub const STALL_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// What the client wants.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +87,11 @@ pub struct ClientEndpointConfig {
     /// valid announcement of our session, a useful data packet) has
     /// arrived for this long.
     pub idle_timeout: Duration,
+    /// Give up on what is left when the request itself has not moved (no
+    /// useful symbol, manifest, catalogue page or item settled) for this
+    /// long, however much else the server sends (`stall`); `None`: wait
+    /// while the server is heard (push, whose carousel comes round).
+    pub stall_timeout: Option<Duration>,
     /// Bytes of partly received blocks kept in memory; beyond it the least
     /// recently fed blocks go to the store's spill.
     pub memory_budget: u64,
@@ -101,6 +112,7 @@ impl ClientEndpointConfig {
             client,
             want,
             idle_timeout: Duration::from_secs(60),
+            stall_timeout: Some(STALL_TIMEOUT),
             memory_budget: 64 << 20,
             server_key: None,
             verified: auth::Verified::new(),
@@ -247,6 +259,8 @@ pub struct ClientEndpoint<S: BlockStore> {
     spill_batch: FastMap<(ItemId, u32), super::store::Symbols>,
     batched: usize,
     last_heard: Instant,
+    /// When the request itself last moved.
+    stall: stall::Stall,
     /// The run ended early (protocol error, close, idle): why.
     ended: Option<String>,
     bye_sent: bool,
@@ -289,6 +303,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             batched: 0,
             tick: 0,
             last_heard: now,
+            stall: stall::Stall::new(now, cfg.stall_timeout),
             ended: None,
             bye_sent: false,
             session_key: None,
@@ -611,6 +626,16 @@ impl<S: BlockStore> ClientEndpoint<S> {
             ));
             return;
         }
+        let mark = self.mark();
+        self.stall.observe(now, mark);
+        if let Some(secs) = self.stall.stalled(now).filter(|_| !self.is_finished()) {
+            let left = self.requested.len().saturating_sub(self.settled);
+            self.end(format!(
+                "the server sent nothing for this request ({left} items left) for {secs:.0} s, \
+                 though it was heard: it is overloaded, or not serving this request"
+            ));
+            return;
+        }
         self.client.handle_timeout(now);
         self.process(now);
     }
@@ -639,8 +664,11 @@ impl<S: BlockStore> ClientEndpoint<S> {
         if self.is_finished() {
             return None;
         }
-        let idle = self.last_heard + self.cfg.idle_timeout;
-        Some(self.client.poll_timeout().map_or(idle, |t| t.min(idle)))
+        let mut due = self.last_heard + self.cfg.idle_timeout;
+        if let Some(stall) = self.stall.deadline() {
+            due = due.min(stall);
+        }
+        Some(self.client.poll_timeout().map_or(due, |t| t.min(due)))
     }
 
     /// The next frame for the request connection, into `buf` (replacing
@@ -726,6 +754,12 @@ impl<S: BlockStore> ClientEndpoint<S> {
 
     /// Acts on the state machine's events until there are none.
     fn process(&mut self, now: Instant) {
+        self.process_events(now);
+        let mark = self.mark();
+        self.stall.observe(now, mark);
+    }
+
+    fn process_events(&mut self, now: Instant) {
         while let Some(ev) = self.client.poll_event() {
             match ev {
                 ClientEvent::Welcome(ch) => {

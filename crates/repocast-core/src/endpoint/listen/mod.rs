@@ -388,6 +388,8 @@ impl<S: BlockStore> ListenEndpoint<S> {
         client.fail_on_forgery &= !self.cfg.satellite;
         let mut cfg = ClientEndpointConfig::new(client, Want::Items(Vec::new()));
         cfg.memory_budget = self.cfg.memory_budget;
+        // The carousel comes round to what it wants; `timeout` bounds it.
+        cfg.stall_timeout = None;
         cfg.idle_timeout = if self.cfg.satellite {
             // A satellite listener waits for the pusher however long.
             Duration::from_secs(100 * 365 * 86_400)
