@@ -97,6 +97,20 @@ def in_host(name, host, *argv):
     return ["ip", "netns", "exec", f"{name}-{host}", *argv]
 
 
+def rcvbuf_drops(name, hosts):
+    """UDP datagrams the client hosts' kernels dropped for a full receive
+    buffer (each namespace's /proc/net/snmp, Udp RcvbufErrors): a
+    receiver that fell behind, not loss on the link."""
+    total = 0
+    for h in range(1, hosts + 1):
+        out = subprocess.run(in_host(name, f"c{h}", "cat", "/proc/net/snmp"),
+                             capture_output=True, text=True).stdout.splitlines()
+        udp = [l.split() for l in out if l.startswith("Udp:")]
+        if len(udp) >= 2 and "RcvbufErrors" in udp[0]:
+            total += int(udp[1][udp[0].index("RcvbufErrors")])
+    return total
+
+
 def plan(bin_dir, seed, loss, hosts, rate, duration, shape):
     out = sh(os.path.join(bin_dir, "examples", "requests"), "plan", str(seed), loss,
              str(hosts), str(rate), str(duration), *shape).stdout
@@ -487,9 +501,11 @@ def main():
                 timeline = os.path.join(a.out, f"{system}{suffix}-timeline.csv") if a.timeline else None
                 logs = os.path.join(a.out, f"{system}{suffix}-logs") if a.logs else None
                 steal0 = steal_s()
+                drops = 0
                 try:
                     rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
                                                           requests, a.rate * 1e6, timeline, logs)
+                    drops = rcvbuf_drops(name, a.hosts)
                 finally:
                     steal = steal_s() - steal0
                     subprocess.run(lab(name, "down"), capture_output=True)
@@ -509,7 +525,8 @@ def main():
                 runs[system].append((ok, *stats(ds), sent / requested, cpu_s, cpu_r, steal))
                 print(f"run {run + 1} {system}: ok {ok}/{len(requests)}, mean {runs[system][-1][1]:.2f} s, "
                       f"p95 {runs[system][-1][3]:.2f} s, wire {sent / requested:.3f}x requested, "
-                      f"CPU {cpu_s:.1f} + {cpu_r:.1f} s, steal {steal:.1f} s", flush=True)
+                      f"CPU {cpu_s:.1f} + {cpu_r:.1f} s, steal {steal:.1f} s, "
+                      f"receive-buffer drops {drops}", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
         if a.tmpfs:

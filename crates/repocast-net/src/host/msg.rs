@@ -205,3 +205,35 @@ pub(crate) async fn read<R: AsyncRead + Unpin, T: for<'de> Deserialize<'de>>(
         .map(Some)
         .map_err(|e| NetError::Ended(format!("host receiver socket: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(stall: Option<Duration>) -> Ask {
+        let mut o = GetOptions::new(
+            "127.0.0.1:4700".parse().expect("addr"),
+            "out".into(),
+            vec![],
+        );
+        o.stall_timeout = stall;
+        Ask::of(&o).expect("ask")
+    }
+
+    #[test]
+    fn the_stall_timeout_reaches_the_receiver_and_an_older_get_gets_the_default() {
+        for stall in [Some(Duration::from_secs(5)), None] {
+            let line = serde_json::to_string(&ask(stall)).expect("json");
+            let back: Ask = serde_json::from_str(&line).expect("parse");
+            assert_eq!(back.options().expect("options").stall_timeout, stall);
+        }
+        // A `get` from before the stall timeout sends no such field.
+        let mut v = serde_json::to_value(ask(None)).expect("json");
+        v.as_object_mut()
+            .expect("object")
+            .remove("stall_timeout_ms");
+        let back: Ask = serde_json::from_value(v).expect("parse");
+        let want = Some(repocast_core::endpoint::client::STALL_TIMEOUT);
+        assert_eq!(back.options().expect("options").stall_timeout, want);
+    }
+}
