@@ -112,7 +112,7 @@ impl Net {
 }
 
 #[test]
-fn a_report_waits_for_the_blocks_out_being_decoded() {
+fn a_report_needing_nothing_while_blocks_are_decoded_is_taken_as_a_report() {
     let mut n = Net::new();
     // Long enough for the send, its end, the report's delay, and many
     // report rounds after it.
