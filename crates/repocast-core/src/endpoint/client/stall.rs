@@ -11,8 +11,9 @@
 //! page, an item settled, a block or item back from the driver's jobs.
 //! Each of those moves [`Mark`]; no move for the stall timeout ends the
 //! request with a reason. A trickle of progress is not a stall, but it
-//! ends too: each useful symbol counts once, and what a request needs is
-//! finite.
+//! ends too: genuine symbols complete what a request needs, which is
+//! finite, and forged ones fail the item past the corrupt-block limit
+//! (`Client::block_corrupt`).
 //!
 //! [`ClientEndpointConfig::stall_timeout`]: super::ClientEndpointConfig::stall_timeout
 //! [`ClientEndpointConfig::idle_timeout`]: super::ClientEndpointConfig::idle_timeout
