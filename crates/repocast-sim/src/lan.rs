@@ -30,7 +30,6 @@ use repocast_core::loss::{LossModel, LossSpec};
 use repocast_core::profile::Profile;
 use repocast_core::rng::Rng;
 use repocast_core::server::{ServerConfig, ServerError, ServerEvent};
-use repocast_core::wire::FecParams;
 use repocast_core::{ClientId, Instant};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
@@ -192,11 +191,7 @@ impl VirtualLan {
             identity = Some(Identity::from_seed(key()));
         }
         tweak(&mut cfg);
-        let fec = FecParams {
-            code: cfg.code,
-            symbol_size: cfg.symbol_size,
-            max_block_symbols: cfg.max_block_symbols,
-        };
+        let fec = cfg.base_fec();
         let infos = (items.iter())
             .map(|(n, b)| MemorySource::item_info(n, b, &fec))
             .collect::<Result<_, _>>()?;

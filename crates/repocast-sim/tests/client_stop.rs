@@ -10,7 +10,6 @@ use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::profile::Profile;
-use repocast_core::wire::FecParams;
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -23,11 +22,7 @@ fn with_jobs_out(bytes: &[u8], jobs: usize) -> (Vec<DecodeJob>, Client) {
     let mut cfg = Profile::Lan.server();
     cfg.symbol_size = 64;
     cfg.max_block_symbols = 32;
-    let fec = FecParams {
-        code: cfg.code,
-        symbol_size: cfg.symbol_size,
-        max_block_symbols: cfg.max_block_symbols,
-    };
+    let fec = cfg.base_fec();
     let infos = vec![MemorySource::item_info("a", bytes, &fec).expect("item")];
     let mut source = MemorySource::new(vec![bytes.to_vec()]);
     let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos).expect("server");

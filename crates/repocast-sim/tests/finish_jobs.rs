@@ -38,11 +38,7 @@ struct Run {
 impl Run {
     fn new(finish_as_jobs: bool) -> Run {
         let cfg = Profile::Lan.server();
-        let fec = repocast_core::wire::FecParams {
-            code: cfg.code,
-            symbol_size: cfg.symbol_size,
-            max_block_symbols: cfg.max_block_symbols,
-        };
+        let fec = cfg.base_fec();
         let files = files();
         let infos = (files.iter())
             .map(|(n, b)| MemorySource::item_info(n, b, &fec).expect("item"))

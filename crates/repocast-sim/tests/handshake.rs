@@ -9,7 +9,6 @@ use repocast_core::endpoint::client::{ClientEndpoint, ClientEndpointConfig, Even
 use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::profile::Profile;
-use repocast_core::wire::FecParams;
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -34,11 +33,7 @@ fn drain(
 fn the_request_waits_until_the_receiver_is_on_the_groups() {
     let mut cfg = Profile::Lan.server();
     cfg.symbol_size = 64;
-    let fec = FecParams {
-        code: cfg.code,
-        symbol_size: cfg.symbol_size,
-        max_block_symbols: cfg.max_block_symbols,
-    };
+    let fec = cfg.base_fec();
     let bytes = vec![5u8; 4000];
     let infos = vec![MemorySource::item_info("a", &bytes, &fec).expect("item")];
     let mut source = MemorySource::new(vec![bytes]);

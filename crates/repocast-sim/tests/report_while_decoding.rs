@@ -12,8 +12,8 @@ use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::profile::Profile;
+use repocast_core::wire::ClientMsg;
 use repocast_core::wire::frame::FrameDecoder;
-use repocast_core::wire::{ClientMsg, FecParams};
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -37,11 +37,7 @@ impl Net {
         let mut cfg = Profile::Lan.server();
         cfg.symbol_size = 64;
         cfg.max_block_symbols = 32;
-        let fec = FecParams {
-            code: cfg.code,
-            symbol_size: cfg.symbol_size,
-            max_block_symbols: cfg.max_block_symbols,
-        };
+        let fec = cfg.base_fec();
         let bytes: Vec<u8> = (0..4096u32).map(|i| (i * 7 + i / 13) as u8).collect();
         let infos = vec![MemorySource::item_info("a", &bytes, &fec).expect("item")];
         let mut server = ServerEndpoint::new(cfg, Profile::Lan.limits(), infos).expect("server");

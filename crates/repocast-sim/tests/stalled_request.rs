@@ -14,7 +14,6 @@ use repocast_core::endpoint::server::ServerEndpoint;
 use repocast_core::endpoint::store::MemoryStore;
 use repocast_core::endpoint::{Channel, Dest};
 use repocast_core::profile::Profile;
-use repocast_core::wire::FecParams;
 use repocast_sim::source::MemorySource;
 use std::time::Duration;
 
@@ -37,11 +36,7 @@ fn run(stall: Duration) -> (Instant, [Client; 3]) {
     // 60 items of 12 packets at one packet per 10 ms: about 7 s on air,
     // a transmission starting about every 120 ms.
     cfg.packet_interval = Duration::from_millis(10);
-    let fec = FecParams {
-        code: cfg.code,
-        symbol_size: cfg.symbol_size,
-        max_block_symbols: cfg.max_block_symbols,
-    };
+    let fec = cfg.base_fec();
     let names: Vec<String> = (0..61).map(|i| format!("f{i}")).collect();
     let files: Vec<Vec<u8>> = (0..61u32).map(|i| vec![i as u8; 3000]).collect();
     let infos = (names.iter().zip(&files))

@@ -627,8 +627,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
             ));
             return;
         }
-        let mark = self.mark();
-        self.stall.observe(now, mark);
+        self.note_progress(now);
         if let Some(secs) = self.stall.stalled(now).filter(|_| !self.is_finished()) {
             let left = self.requested.len().saturating_sub(self.settled);
             self.end(format!(
@@ -756,8 +755,7 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// Acts on the state machine's events until there are none.
     fn process(&mut self, now: Instant) {
         self.process_events(now);
-        let mark = self.mark();
-        self.stall.observe(now, mark);
+        self.note_progress(now);
     }
 
     fn process_events(&mut self, now: Instant) {

@@ -72,8 +72,14 @@ impl Stall {
 }
 
 impl<S: BlockStore> ClientEndpoint<S> {
+    /// Notes where the request stands at `now` ([`Stall::observe`]).
+    pub(super) fn note_progress(&mut self, now: Instant) {
+        let mark = self.mark();
+        self.stall.observe(now, mark);
+    }
+
     /// Where the request stands, for [`Stall`].
-    pub(super) fn mark(&self) -> Mark {
+    fn mark(&self) -> Mark {
         Mark {
             useful: self.client.stats().useful,
             manifests: self.symbol_sizes.len(),
