@@ -323,13 +323,7 @@ async fn drive<S: BlockStore>(
             },
             _ = readable(groups.as_ref().map(|g| &g.data)) => {
                 if let Some(g) = groups.as_mut() {
-                    for _ in 0..crate::datagrams::RECV_BATCH {
-                        let Some((n, _)) = g.data.try_recv(&mut dgram) else { break };
-                        ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
-                        // Blocks ready go out at once, and those back
-                        // come in, not only between batches.
-                        jobs.trade(ep, start);
-                    }
+                    take_data(ep, g, &mut dgram, &mut jobs, start);
                 }
             }
             _ = readable(groups.as_ref().map(|g| &g.announce)) => {
@@ -344,10 +338,36 @@ async fn drive<S: BlockStore>(
                 }
             }
             Some(job) = jobs.done() => crate::jobs::HandsOutJobs::work_done(ep, core_now(start), job),
-            _ = crate::sleep_until(deadline) => ep.handle_timeout(core_now(start)),
+            _ = crate::sleep_until(deadline) => {
+                // What the host has received goes in first: a report
+                // falling due now counts it (read after its end, a
+                // transmission's last packets were asked for again).
+                if let Some(g) = groups.as_mut() {
+                    take_data(ep, g, &mut dgram, &mut jobs, start);
+                }
+                ep.handle_timeout(core_now(start));
+            }
             // Seen at the top of the loop.
             _ = stopping(stop.as_mut()) => {}
         }
+    }
+}
+
+/// Hands `ep` what the data group holds, up to a batch. Blocks ready go
+/// out at once, and those back come in, not only between batches.
+fn take_data<S: BlockStore>(
+    ep: &mut ClientEndpoint<S>,
+    g: &mut Groups,
+    dgram: &mut [u8],
+    jobs: &mut crate::jobs::Jobs<crate::jobs::Work>,
+    start: std::time::Instant,
+) {
+    for _ in 0..crate::datagrams::RECV_BATCH {
+        let Some((n, _)) = g.data.try_recv(dgram) else {
+            break;
+        };
+        ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+        jobs.trade(ep, start);
     }
 }
 

@@ -89,6 +89,7 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         screens_failed: a.screens_failed + b.screens_failed,
         reopened: a.reopened + b.reopened,
         decode_jobs: a.decode_jobs + b.decode_jobs,
+        placing_reports: a.placing_reports + b.placing_reports,
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub mod decode;
 pub mod item;
+mod placing;
 mod push;
 mod receive;
 mod reopen;
@@ -140,6 +141,10 @@ pub struct ClientStats {
     /// the receiving path.
     #[serde(default)]
     pub decode_jobs: u64,
+    /// Of the NAKs, reports that needed nothing because the item was held
+    /// whole and still being put in place (`placing`).
+    #[serde(default)]
+    pub placing_reports: u64,
 }
 
 /// The client protocol state machine.
@@ -417,6 +422,7 @@ impl Client {
         else {
             return;
         };
+        it.report_due = None;
         if verified {
             it.phase = ItemPhase::Complete;
             let report = it.done_report.take();
@@ -687,14 +693,20 @@ impl Client {
         });
     }
 
+    /// A report's delay after the event it answers, drawn from the NAK
+    /// window the server announced (so reports spread out).
+    fn nak_delay(&mut self) -> Duration {
+        let (lo, hi) = self.nak_window;
+        Duration::from_micros(
+            self.rng
+                .range_u64(lo.as_micros() as u64, hi.as_micros() as u64),
+        )
+    }
+
     /// Stops hearing `item`'s transmission and owes its report after a
     /// NAK delay; `reopen_left`: as [`item::Listening::reopen_left`].
     fn end_listening(&mut self, now: Instant, item: ItemId, reopen_left: Option<u32>) {
-        let (lo, hi) = self.nak_window;
-        let delay = Duration::from_micros(
-            self.rng
-                .range_u64(lo.as_micros() as u64, hi.as_micros() as u64),
-        );
+        let delay = self.nak_delay();
         let Some(it) = self.items.get_mut(&item) else {
             return;
         };
@@ -747,6 +759,11 @@ impl Client {
             };
             if let Some((_, tid)) = it.report_due.filter(|r| r.0 <= now) {
                 it.report_due = None;
+                if it.phase == ItemPhase::Assembled {
+                    // Still being put in place ([`placing`]).
+                    self.placing_report(id, tid);
+                    continue;
+                }
                 if it.phase != ItemPhase::Receiving {
                     continue;
                 }

@@ -159,6 +159,11 @@ struct ClientState {
     /// longer in the item's `queued`), and the items in it ([`window`]).
     backlog: VecDeque<ItemId>,
     open: BTreeSet<ItemId>,
+    /// Items it holds whole and is checking or putting in place: it said
+    /// so with a NAK that needs nothing, and owes its done report (or a
+    /// NAK for a block that failed). No report wait is set on it for
+    /// them (`reports`, `client::placing`).
+    settling: BTreeSet<ItemId>,
 }
 
 /// Packets behind a loss estimate before it may size a loss tier of its
@@ -730,6 +735,9 @@ impl Server {
             // by the fixed wait or, if its reports have come later, its own.
             self.ends.ended(t.id, now);
             for &c in &self.items[t.item.0 as usize].in_flight {
+                if (self.clients.get(&c)).is_some_and(|s| s.settling.contains(&t.item)) {
+                    continue;
+                }
                 let due = self.report_due(c, t.id, now).unwrap_or(now);
                 self.awaiting.insert((c, t.item), t.id);
                 self.report_deadlines

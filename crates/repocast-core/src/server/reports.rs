@@ -241,6 +241,17 @@ impl Server {
             self.stats.bad_requests += 1;
             return;
         }
+        // A NAK that needs nothing: the client holds what it needs of the
+        // item (its blocks out being decoded, or the item whole and being
+        // put in place) and owes its done report, or a NAK for a block
+        // that failed. Until then no report is waited on from it for the
+        // item, on this transmission or a later one.
+        let settling = nak.needs.is_empty();
+        let was_settling = match self.clients.get_mut(&client) {
+            Some(c) if settling => !c.settling.insert(item),
+            Some(c) => c.settling.remove(&item),
+            None => false,
+        };
         // For a transmission still on air or interrupted: its receiver
         // stopped hearing it (another transmission interrupted it, or it
         // ran late), takes it back up when more of it comes, and reports
@@ -248,6 +259,12 @@ impl Server {
         // short-block hint). Repaired now, the rest of it would go twice;
         // what the send still carries of those blocks may go sooner.
         if self.unfinished(nak.transmission) {
+            if settling {
+                // Nothing to hasten: the transmission's end sets no wait
+                // on it.
+                self.stats.empty_naks += 1;
+                return;
+            }
             self.stats.early_naks += 1;
             self.on_hint(client, &nak);
             return;
@@ -285,11 +302,20 @@ impl Server {
             // Its done report follows, or a NAK for what a block that
             // failed needs; sending the item again would help no one.
             self.stats.empty_naks += 1;
+            if !in_flight {
+                // Its wait for a new send (after a report timeout) would
+                // send it what it holds.
+                self.demand.remove_wait(client, item);
+            }
             return;
         }
         if !in_flight {
             // It was waiting anyway (it listened to a repair meant for
-            // others); its new need is recorded, nothing else to do.
+            // others); its new need is recorded. One that had said it
+            // held the item waits again.
+            if was_settling && !self.demand.is_waiting(client, item) {
+                self.demand.add_wait(client, item, now);
+            }
             return;
         }
         // Optionally sized so this client finishes in one round with high
@@ -444,6 +470,7 @@ impl Server {
         }
         if let Some(c) = self.clients.get_mut(&client) {
             c.done.insert(item);
+            c.settling.remove(&item);
             c.needs.remove(&item);
             c.unheard.remove(&item);
             c.unreported.remove(&item);
@@ -501,6 +528,9 @@ impl Server {
         st.queued.remove(&c);
         let name = st.info.name.clone();
         self.awaiting.remove(&(c, item));
+        if let Some(s) = self.clients.get_mut(&c) {
+            s.settling.remove(&item);
+        }
         self.demand.remove_wait(c, item);
         self.send(
             c,

@@ -307,7 +307,9 @@ async fn hub(
     let mut alarm = crate::Alarm::default();
     loop {
         trade(&mut h.slots, &mut h.jobs, start);
-        h.service()?;
+        if h.service()? {
+            tokio::task::yield_now().await;
+        }
         if h.slots.is_empty() {
             let since = *idle_since.get_or_insert_with(tokio::time::Instant::now);
             if since.elapsed() >= IDLE_EXIT {
@@ -348,6 +350,10 @@ async fn hub(
             _ = readable(h.groups.as_ref().map(|g| &g.1.data)) => h.data(&mut dgram),
             _ = readable(h.groups.as_ref().map(|g| &g.1.announce)) => h.announcements(&mut dgram),
             _ = crate::sleep_until(deadline) => {
+                // What the host has received goes in first: a report
+                // falling due now counts it (read after its end, a
+                // transmission's last packets were asked for again).
+                h.data(&mut dgram);
                 let t = now();
                 for s in &mut h.slots {
                     if s.ep.poll_timeout().is_some_and(|d| d <= t) {
@@ -447,8 +453,9 @@ impl Hub<'_> {
 
     /// After any input: every request's frames to its server connection,
     /// its progress to its `get`, its end; then the shared filter.
-    fn service(&mut self) -> Result<(), NetError> {
+    fn service(&mut self) -> Result<bool, NetError> {
         let mut out = Vec::new();
+        let mut sent = false;
         let mut i = 0;
         while i < self.slots.len() {
             let mut changed = false;
@@ -456,6 +463,7 @@ impl Hub<'_> {
             {
                 let s = &mut self.slots[i];
                 while s.ep.poll_transmit(&mut out) {
+                    sent = true;
                     if s.to_server.send(std::mem::take(&mut out)).is_err() {
                         s.ep.handle_close(core_now(self.start));
                     }
@@ -508,7 +516,8 @@ impl Hub<'_> {
             }
             i += 1;
         }
-        self.refilter()
+        self.refilter()?;
+        Ok(sent)
     }
 
     /// Puts request `i` on the groups its welcome names: joins them if

@@ -20,6 +20,8 @@ impl<S: BlockStore> ClientEndpoint<S> {
     pub(super) fn finish_item(&mut self, now: Instant, item: ItemId) {
         if let Some(work) = self.store.finish_work(item) {
             self.finishing.push_back(FinishJob::new(item, work));
+            // Its report falls due if the job is not back by then.
+            self.client.placing(now, item);
             return;
         }
         match self.store.finish(item) {
