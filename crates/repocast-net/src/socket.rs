@@ -436,15 +436,59 @@ pub fn warn_small_recv_buffer(sock: &UdpSocket) {
 /// Bytes of the UDP header in front of the payload, as a socket filter on
 /// a UDP socket sees the datagram.
 const FILTER_UDP_HEADER: u32 = 8;
-/// Most items a data-channel filter lists; past it, everything is taken.
-pub const MAX_FILTER_ITEMS: usize = 200;
+/// Most wanted items a receiver hands its data-channel filter; past it
+/// the filter takes everything (the list is made again whenever a
+/// request's items change, so its length bounds that cost).
+pub const MAX_FILTER_ITEMS: usize = 4096;
+/// Most ranges of item ids a data-channel filter checks (two BPF
+/// instructions each). A wanted set in more ranges is covered by fewer,
+/// wider ones, the smallest gaps closed first: a few unwanted items then
+/// pass, to be dropped above.
+pub const MAX_FILTER_RANGES: usize = 100;
+
+/// `items` as at most `max` (at least 1) ranges of ids, inclusive,
+/// ascending, that cover every one of them: runs of consecutive ids, then
+/// the smallest gaps between runs closed until `max` remain.
+pub(crate) fn item_ranges(items: &[repocast_core::ItemId], max: usize) -> Vec<(u32, u32)> {
+    let mut ids: Vec<u32> = items.iter().map(|i| i.0).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for id in ids {
+        match runs.last_mut() {
+            Some(r) if r.1.checked_add(1) == Some(id) => r.1 = id,
+            _ => runs.push((id, id)),
+        }
+    }
+    let max = max.max(1);
+    if runs.len() <= max {
+        return runs;
+    }
+    // Close the (len - max) smallest gaps (ties: the lower one first).
+    let mut gaps: Vec<(u32, usize)> = (runs.windows(2).enumerate())
+        .map(|(i, w)| (w[1].0 - w[0].1, i))
+        .collect();
+    gaps.sort_unstable();
+    let mut close = vec![false; runs.len() - 1];
+    for &(_, i) in &gaps[..runs.len() - max] {
+        close[i] = true;
+    }
+    let mut out: Vec<(u32, u32)> = Vec::with_capacity(max);
+    for (i, r) in runs.iter().enumerate() {
+        match out.last_mut() {
+            Some(last) if close[i - 1] => last.1 = r.1,
+            _ => out.push(*r),
+        }
+    }
+    out
+}
 
 /// Keeps only data packets of `items` on a data-channel socket, in the
-/// kernel (a classic BPF socket filter on the item id): what a receiver
-/// reads, parses and wakes for follows what it asked for, not the rate of
-/// the whole channel. Datagrams that are not data packets pass (they are
-/// counted as malformed above). `None`, or more than [`MAX_FILTER_ITEMS`],
-/// takes everything.
+/// kernel (a classic BPF socket filter on the item id, checked against
+/// [`item_ranges`]): what a receiver reads, parses and wakes for follows
+/// what it asked for, not the rate of the whole channel. Datagrams that
+/// are not data packets pass (they are counted as malformed above).
+/// `None`, or more than [`MAX_FILTER_ITEMS`], takes everything.
 pub fn filter_items(
     sock: &UdpSocket,
     items: Option<&[repocast_core::ItemId]>,
@@ -453,6 +497,8 @@ pub fn filter_items(
     const LD_W_ABS: u16 = 0x20; // BPF_LD | BPF_W | BPF_ABS
     const LD_B_ABS: u16 = 0x30; // BPF_LD | BPF_B | BPF_ABS
     const JEQ_K: u16 = 0x15; // BPF_JMP | BPF_JEQ | BPF_K
+    const JGT_K: u16 = 0x25; // BPF_JMP | BPF_JGT | BPF_K
+    const JGE_K: u16 = 0x35; // BPF_JMP | BPF_JGE | BPF_K
     const RET_K: u16 = 0x06; // BPF_RET | BPF_K
     let sref = socket2::SockRef::from(sock);
     let Some(items) = items.filter(|i| i.len() <= MAX_FILTER_ITEMS) else {
@@ -460,18 +506,31 @@ pub fn filter_items(
             .attach_filter(&[SockFilter::new(RET_K, 0, 0, u32::MAX)])
             .map_err(|e| NetError::socket("take every item", e));
     };
+    let ranges = item_ranges(items, MAX_FILTER_RANGES);
     let kind_at = FILTER_UDP_HEADER + 3;
     let item_at = FILTER_UDP_HEADER + 12;
-    let n = items.len() as u8;
-    // 0: kind; 1: not data -> accept; 2: item id; 3..3+n: match -> accept;
-    // 3+n: drop; 4+n: accept.
+    // 0: kind; 1: not data -> accept; 2: item id; then per range i, at
+    // 3 + 2i: below its first id -> drop (the ranges ascend), and at
+    // 4 + 2i: within it -> accept, above it -> the next range; 3 + 2n:
+    // drop; 4 + 2n: accept. With at most 100 ranges every jump fits a
+    // byte.
+    let n = ranges.len();
+    let jump = |to: usize, from: usize| (to - from - 1) as u8;
+    let (drop, accept) = (3 + 2 * n, 4 + 2 * n);
     let mut prog = vec![
         SockFilter::new(LD_B_ABS, 0, 0, kind_at),
-        SockFilter::new(JEQ_K, 0, n + 2, repocast_core::wire::kind::DATA as u32),
+        SockFilter::new(
+            JEQ_K,
+            0,
+            jump(accept, 1),
+            repocast_core::wire::kind::DATA as u32,
+        ),
         SockFilter::new(LD_W_ABS, 0, 0, item_at),
     ];
-    for (i, it) in items.iter().enumerate() {
-        prog.push(SockFilter::new(JEQ_K, n - i as u8, 0, it.0));
+    for (i, &(lo, hi)) in ranges.iter().enumerate() {
+        let at = 3 + 2 * i;
+        prog.push(SockFilter::new(JGE_K, 0, jump(drop, at), lo));
+        prog.push(SockFilter::new(JGT_K, 0, jump(accept, at + 1), hi));
     }
     prog.push(SockFilter::new(RET_K, 0, 0, 0));
     prog.push(SockFilter::new(RET_K, 0, 0, u32::MAX));
@@ -619,6 +678,26 @@ mod tests {
         b
     }
 
+    /// The item of each of the next `n` datagrams (-1: not a data packet),
+    /// and that nothing else came.
+    async fn received(rx: &UdpSocket, n: usize) -> Vec<i64> {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        for _ in 0..n {
+            let (n, _) =
+                tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv_from(&mut buf))
+                    .await
+                    .expect("heard")
+                    .expect("recv");
+            got.push(match repocast_core::wire::DataRepr::parse(&buf[..n]) {
+                Ok(p) => p.item.0 as i64,
+                Err(_) => -1,
+            });
+        }
+        assert!(rx.try_recv_from(&mut buf).is_err(), "nothing else");
+        got
+    }
+
     /// The kernel filter keeps the wanted items' data packets (and
     /// anything that is not a data packet) and drops the rest; `None`
     /// takes everything again.
@@ -636,20 +715,65 @@ mod tests {
         tx.send_to(b"not a data packet", group).await.expect("send");
         filter_items(&rx, None).expect("unfilter");
         tx.send_to(&data(9), group).await.expect("send");
-        let mut got = Vec::new();
-        let mut buf = [0u8; 256];
-        for _ in 0..4 {
-            let (n, _) =
-                tokio::time::timeout(std::time::Duration::from_secs(5), rx.recv_from(&mut buf))
-                    .await
-                    .expect("heard")
-                    .expect("recv");
-            got.push(match repocast_core::wire::DataRepr::parse(&buf[..n]) {
-                Ok(p) => p.item.0 as i64,
-                Err(_) => -1,
-            });
+        assert_eq!(received(&rx, 4).await, vec![5, 7, -1, 9]);
+    }
+
+    fn ids(v: &[u32]) -> Vec<repocast_core::ItemId> {
+        v.iter().map(|&i| repocast_core::ItemId(i)).collect()
+    }
+
+    /// Runs of ids become ranges; past the bound the smallest gaps close
+    /// first (ties: the lowest); every id stays covered.
+    #[test]
+    fn item_ranges_cover_the_items_in_at_most_the_bound() {
+        let v = ids(&[10, 8, 7, 1, 2, 3, 3]);
+        assert_eq!(item_ranges(&v, 10), [(1, 3), (7, 8), (10, 10)]);
+        assert_eq!(item_ranges(&v, 2), [(1, 3), (7, 10)], "gap of 2 closed");
+        assert_eq!(item_ranges(&v, 1), [(1, 10)]);
+        assert_eq!(item_ranges(&v, 0), [(1, 10)], "at least one");
+        assert!(item_ranges(&[], 5).is_empty());
+        let top = ids(&[u32::MAX, u32::MAX - 1, 0]);
+        assert_eq!(item_ranges(&top, 5), [(0, 0), (u32::MAX - 1, u32::MAX)]);
+        // A scattered set: covered, ascending, disjoint, within the bound.
+        let mut x = 12345u64;
+        let mut scattered = Vec::new();
+        for _ in 0..3000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            scattered.push(repocast_core::ItemId((x >> 33) as u32 % 20_000));
         }
-        assert_eq!(got, vec![5, 7, -1, 9]);
-        assert!(rx.try_recv_from(&mut buf).is_err(), "nothing else");
+        let r = item_ranges(&scattered, MAX_FILTER_RANGES);
+        assert_eq!(r.len(), MAX_FILTER_RANGES);
+        assert!(r.windows(2).all(|w| w[0].1 < w[1].0));
+        assert!(r.iter().all(|&(lo, hi)| lo <= hi));
+        for i in &scattered {
+            assert!(r.iter().any(|&(lo, hi)| lo <= i.0 && i.0 <= hi), "{i:?}");
+        }
+    }
+
+    /// A wanted set in more ranges than the filter checks: the closed gaps
+    /// let their ids through, the others still drop.
+    #[tokio::test]
+    async fn the_item_filter_covers_a_large_wanted_set_with_ranges() {
+        let lo = Interface::parse(Some("127.0.0.1")).expect("lo");
+        let group: SocketAddr = (Ipv4Addr::new(239, 255, 47, 174), 4774).into();
+        let rx = receiver(&group, &lo, None).expect("receiver");
+        let tx = sender(&group, &lo, 1, None, RATE).expect("sender");
+        // 300 items 3 apart: the 200 lowest gaps close, so 0..=600 is one
+        // range and 603, 606, ..., 897 are one each.
+        let want: Vec<u32> = (0..300).map(|i| i * 3).collect();
+        assert_eq!(item_ranges(&ids(&want), MAX_FILTER_RANGES)[0], (0, 600));
+        filter_items(&rx, Some(&ids(&want))).expect("filter");
+        for item in [1, 601, 603, 1000, 898, 897] {
+            tx.send_to(&data(item), group).await.expect("send");
+        }
+        // Every item wanted again: one range.
+        let all: Vec<u32> = (0..4000).collect();
+        filter_items(&rx, Some(&ids(&all))).expect("filter");
+        tx.send_to(&data(3999), group).await.expect("send");
+        tx.send_to(&data(4000), group).await.expect("send");
+        tx.send_to(b"not a data packet", group).await.expect("send");
+        assert_eq!(received(&rx, 5).await, vec![1, 603, 897, 3999, -1]);
     }
 }

@@ -35,9 +35,9 @@ use tokio::sync::oneshot;
 /// Most items a request's list of wanted items holds for handing it only
 /// their packets (a binary search per packet); a request wanting more
 /// takes every packet, as it would alone past the kernel filter's bound
-/// (`socket::MAX_FILTER_ITEMS`). The list is made again whenever the
-/// request's items change, so its length bounds that cost.
-const ROUTE_ITEMS: usize = 4096;
+/// (the same, `socket::MAX_FILTER_ITEMS`). The list is made again
+/// whenever the request's items change, so its length bounds that cost.
+const ROUTE_ITEMS: usize = socket::MAX_FILTER_ITEMS;
 
 /// How long a connected `get` may take to send its request.
 const ASK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
