@@ -485,7 +485,7 @@ pub(crate) fn item_ranges(items: &[repocast_core::ItemId], max: usize) -> Vec<(u
 
 /// Keeps only data packets of `items` on a data-channel socket, in the
 /// kernel (a classic BPF socket filter on the item id, checked against
-/// [`item_ranges`]): what a receiver reads, parses and wakes for follows
+/// `item_ranges`): what a receiver reads, parses and wakes for follows
 /// what it asked for, not the rate of the whole channel. Datagrams that
 /// are not data packets pass (they are counted as malformed above).
 /// `None`, or more than [`MAX_FILTER_ITEMS`], takes everything.
