@@ -8,8 +8,9 @@
 //! came up to a second after the transmission's end, past the server's
 //! report wait. The server then counted the report missing and sent the
 //! item again, to every receiver of it, which put every receiver further
-//! behind (session 62: about 1,000 such timeouts a run with eight hosts
-//! asking for the same 2,000 files, and a third more bytes on the link).
+//! behind (session 62, eight hosts asking for the same 2,000 files: a job
+//! took up to 0.1-0.9 s from queued to back, and 1,023 of one run's 1,095
+//! report timeouts were reports that came, a median of 967 ms late).
 //!
 //! So an item whose placing is out owes a report, due as a NAK would be
 //! (after a delay drawn from the NAK window). If its job is back first,
