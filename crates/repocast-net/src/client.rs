@@ -362,13 +362,10 @@ fn take_data<S: BlockStore>(
     jobs: &mut crate::jobs::Jobs<crate::jobs::Work>,
     start: std::time::Instant,
 ) {
-    for _ in 0..crate::datagrams::RECV_BATCH {
-        let Some((n, _)) = g.data.try_recv(dgram) else {
-            break;
-        };
-        ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+    crate::datagrams::drain(&mut g.data, dgram, |d| {
+        ep.handle_datagram(core_now(start), Channel::Data, d);
         jobs.trade(ep, start);
-    }
+    });
 }
 
 /// `repocast ls`: the server's catalogue.

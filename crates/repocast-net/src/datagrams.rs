@@ -9,6 +9,18 @@ use crate::fault::LossySocket;
 /// others get a turn).
 pub(crate) const RECV_BATCH: usize = 512;
 
+/// Hands `each` the datagrams `sock` holds, in the order read, up to
+/// [`RECV_BATCH`] (`buf`: room for the largest), without waiting. Every
+/// receiving loop reads its groups through this.
+pub(crate) fn drain(sock: &mut LossySocket, buf: &mut [u8], mut each: impl FnMut(&[u8])) {
+    for _ in 0..RECV_BATCH {
+        let Some((n, _)) = sock.try_recv(buf) else {
+            break;
+        };
+        each(&buf[..n]);
+    }
+}
+
 /// Datagrams in the order read, one after another in one buffer.
 #[derive(Debug, Default)]
 pub(crate) struct Datagrams {
@@ -27,12 +39,7 @@ impl Datagrams {
     /// [`RECV_BATCH`] datagrams (`buf`: room for the largest).
     pub(crate) fn read_from(&mut self, sock: &mut LossySocket, buf: &mut [u8]) {
         self.clear();
-        for _ in 0..RECV_BATCH {
-            let Some((n, _)) = sock.try_recv(buf) else {
-                break;
-            };
-            self.push(&buf[..n]);
-        }
+        drain(sock, buf, |d| self.push(d));
     }
 
     /// Adds one datagram.

@@ -232,19 +232,17 @@ pub async fn listen(
         };
         tokio::select! {
             _ = data.readable() => {
-                for _ in 0..crate::datagrams::RECV_BATCH {
-                    let Some((n, _)) = data.try_recv(&mut dgram) else { break };
-                    ep.handle_datagram(core_now(start), Channel::Data, &dgram[..n]);
+                crate::datagrams::drain(&mut data, &mut dgram, |d| {
+                    ep.handle_datagram(core_now(start), Channel::Data, d);
                     // Blocks ready go out at once, and those back come in,
                     // not only between batches.
                     jobs.trade(&mut ep, start);
-                }
+                });
             }
             _ = announce.readable() => {
-                for _ in 0..crate::datagrams::RECV_BATCH {
-                    let Some((n, _)) = announce.try_recv(&mut dgram) else { break };
-                    ep.handle_datagram(core_now(start), Channel::Announce, &dgram[..n]);
-                }
+                crate::datagrams::drain(&mut announce, &mut dgram, |d| {
+                    ep.handle_datagram(core_now(start), Channel::Announce, d);
+                });
             }
             Some(job) = jobs.done() => crate::jobs::HandsOutJobs::work_done(&mut ep, core_now(start), job),
             Some(job) = unpacks.done() => ep.unpacked(core_now(start), job),

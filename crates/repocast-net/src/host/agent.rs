@@ -429,14 +429,11 @@ impl Hub<'_> {
         let Some((_, g)) = self.groups.as_mut() else {
             return;
         };
-        for _ in 0..crate::datagrams::RECV_BATCH {
-            let Some((n, _)) = g.data.try_recv(dgram) else {
-                break;
-            };
-            let bytes = &dgram[..n];
+        let (slots, jobs) = (&mut self.slots, &mut self.jobs);
+        crate::datagrams::drain(&mut g.data, dgram, |bytes| {
             let item = DataRepr::peek_item(bytes);
             let now = core_now(start);
-            for s in self.slots.iter_mut().filter(|s| s.joined) {
+            for s in slots.iter_mut().filter(|s| s.joined) {
                 let wants = match (&s.want, item) {
                     (Some(w), Some(i)) => w.binary_search(&i).is_ok(),
                     _ => true,
@@ -447,8 +444,8 @@ impl Hub<'_> {
                 }
             }
             // Blocks ready go out at once, not only between batches.
-            trade(&mut self.slots, &mut self.jobs, start);
-        }
+            trade(slots, jobs, start);
+        });
     }
 
     /// After any input: every request's frames to its server connection,
