@@ -24,7 +24,6 @@ use super::Client;
 use super::item::ItemPhase;
 use crate::ItemId;
 use crate::fec::{BlockDecoder, Rejected};
-use crate::wire::{ClientMsg, NakRepr};
 
 /// Blocks out at once as decode jobs in what `get` and `listen` ship
 /// ([`crate::profile::Profile::Lan`], [`crate::profile::Profile::Push`]):
@@ -262,14 +261,7 @@ impl Client {
         if it.phase != ItemPhase::Receiving || needs.is_empty() {
             return;
         }
-        self.stats.naks += 1;
-        self.outbox.push_back(ClientMsg::Nak(NakRepr {
-            transmission: tid,
-            item,
-            received: 0,
-            expected: 0,
-            needs,
-        }));
+        self.late_nak(item, tid, needs);
     }
 
     fn take_job(&mut self, mut job: DecodeJob) {

@@ -31,7 +31,9 @@ pub use push::Partial;
 
 use crate::fec::layout::Layout;
 use crate::rng::Rng;
-use crate::wire::{AnnounceKind, AnnounceRepr, ClientMsg, DataRepr, ItemSel, NakRepr, ServerMsg};
+use crate::wire::{
+    AnnounceKind, AnnounceRepr, BlockNeed, ClientMsg, DataRepr, ItemSel, NakRepr, ServerMsg,
+};
 use crate::{Instant, ItemId, SessionId, TransmissionId};
 use item::{ItemPhase, Listening};
 use std::collections::VecDeque;
@@ -701,6 +703,25 @@ impl Client {
             self.rng
                 .range_u64(lo.as_micros() as u64, hi.as_micros() as u64),
         )
+    }
+
+    /// A NAK on `transmission` without packet counts: for a block back
+    /// failed after the transmission's report, which gave them, or for an
+    /// item still being put in place, whose done report will.
+    pub(super) fn late_nak(
+        &mut self,
+        item: ItemId,
+        transmission: TransmissionId,
+        needs: Vec<BlockNeed>,
+    ) {
+        self.stats.naks += 1;
+        self.outbox.push_back(ClientMsg::Nak(NakRepr {
+            transmission,
+            item,
+            received: 0,
+            expected: 0,
+            needs,
+        }));
     }
 
     /// Stops hearing `item`'s transmission and owes its report after a

@@ -21,7 +21,7 @@
 
 use super::Client;
 use super::item::ItemPhase;
-use crate::wire::{ClientMsg, NakRepr};
+use crate::wire::ClientMsg;
 use crate::{Instant, ItemId, TransmissionId};
 
 impl Client {
@@ -56,14 +56,7 @@ impl Client {
     /// The report of an item still being put in place when its report
     /// fell due: it needs nothing (its done report follows).
     pub(super) fn placing_report(&mut self, item: ItemId, transmission: TransmissionId) {
-        self.stats.naks += 1;
         self.stats.placing_reports += 1;
-        self.outbox.push_back(ClientMsg::Nak(NakRepr {
-            transmission,
-            item,
-            received: 0,
-            expected: 0,
-            needs: Vec::new(),
-        }));
+        self.late_nak(item, transmission, Vec::new());
     }
 }
