@@ -35,7 +35,7 @@ system, all runs pooled.
     sudo python3 bench/requests.py [--hosts 8] [--loss 0.05[,..]] [--rate 100]
         [--burst 64kb] [--seed 1] [--duration 30] [--gap 1] [--files 40] [--sizes 262144-8388608]
         [--zipf 1] [--request-files 1-3] [--runs 1] [--systems repocast,http,uftp]
-        [--out results/requests] [--timeline] [--logs] [--tmpfs]
+        [--out results/requests] [--timeline] [--logs] [--outputs ext4|tmpfs|shared]
         [--serve-args='--batch-hold 0'] [--get-args=--no-share]
 
 --timeline also writes OUT/<system>[-RUN]-timeline.csv: every 0.5 s the
@@ -47,9 +47,17 @@ repocast, the server's queue, clients and counters (its /metrics).
 receiver); set REPOCAST_LOG (for example repocast_net=debug) to choose what
 repocast writes there.
 
---tmpfs puts every system's received files on a tmpfs mounted for the
-run: the lab's hosts share one disk, where thousands of small files a
-second can make file creation itself the bottleneck.
+--outputs picks the file system the received files go to, made afresh for
+every system's run: `ext4` (the default) is a new ext4 with its journal,
+as `mkfs.ext4` makes it, on a loop device (a sparse file in the run's
+folder); `tmpfs` a tmpfs (`--tmpfs` says the same); `shared` the run's
+folder on the disk the lab's hosts share. A file system used by the run
+before carries its history into the next: on a disk without a journal
+(this machine's), ext4 skips over inodes deleted in the last 5-300 s each
+time it makes a file, so after one system's run deleted 26,000 small
+files, making files took over a third of all CPU samples in the next
+run (`perf`: `ext4_create`, `recently_deleted`), and that run's delays
+doubled whoever it was.
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
@@ -227,9 +235,50 @@ def stats(xs):
 
 
 def outputs(a, work):
-    """Where the systems' received files go: the run's folder, or with
-    --tmpfs the tmpfs mounted in it."""
-    return os.path.join(work, "tmpfs") if a.tmpfs else work
+    """Where the systems' received files go: the run's folder (--outputs
+    shared), or the file system mounted in it for each system's run."""
+    return work if a.outputs == "shared" else os.path.join(work, "outputs")
+
+
+def mount_outputs(a, work, requested):
+    """Makes a fresh file system for one system's run (--outputs): a tmpfs,
+    or a new journaled ext4 on a loop device, sparse, with room for every
+    host's copy of what is requested. Falls back to the shared disk, and
+    says so, where loop devices cannot be had."""
+    if a.outputs == "shared":
+        return
+    where = outputs(a, work)
+    os.makedirs(where, exist_ok=True)
+    if a.outputs == "tmpfs":
+        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", where)
+        return
+    image = os.path.join(work, "outputs.img")
+    size = max(2 << 30, int(requested * 1.25) + (1 << 30))
+    with open(image, "wb") as f:
+        f.truncate(size)
+    made = subprocess.run(["mkfs.ext4", "-q", "-F", image], capture_output=True)
+    mounted = made.returncode == 0 and subprocess.run(
+        ["mount", "-o", "loop", image, where], capture_output=True).returncode == 0
+    if not mounted:
+        os.remove(image)
+        print("requests.py: no loop device for a fresh ext4; received files go to the shared disk",
+              file=sys.stderr, flush=True)
+        return
+    os.chmod(where, 0o755)
+
+
+def unmount_outputs(a, work):
+    """Takes one system's file system away again (see mount_outputs)."""
+    if a.outputs == "shared":
+        return
+    where = outputs(a, work)
+    if os.path.ismount(where) and subprocess.run(["umount", where], capture_output=True).returncode:
+        # Still busy (a process of the run not yet gone): detach it now,
+        # the kernel lets go of it (and its loop device) once it is free.
+        subprocess.run(["umount", "-l", where], capture_output=True)
+    image = os.path.join(work, "outputs.img")
+    if os.path.exists(image):
+        os.remove(image)
 
 
 def run_system(system, a, name, repo, work, names, requests, rate_bits, timeline=None, logs=None):
@@ -457,10 +506,13 @@ def main():
     ap.add_argument("--logs", action="store_true",
                     help="keep every process's standard error in SYSTEM[-RUN]-logs/ (REPOCAST_LOG picks what)")
     ap.add_argument("--check", action="store_true", help="exit 1 if any request of any system failed")
-    ap.add_argument("--tmpfs", action="store_true",
-                    help="every system's received files on a tmpfs mounted for the run, not the "
-                         "disk the lab's hosts share")
+    ap.add_argument("--outputs", choices=["ext4", "tmpfs", "shared"], default="ext4",
+                    help="the file system received files go to, new for each system's run: a "
+                         "journaled ext4 on a loop device, a tmpfs, or the disk the lab shares")
+    ap.add_argument("--tmpfs", action="store_true", help="the same as --outputs tmpfs")
     a = ap.parse_args()
+    if a.tmpfs:
+        a.outputs = "tmpfs"
     if os.geteuid() != 0:
         sys.exit("requests.py: needs root (network namespaces)")
     # Orphans come to us (a `get`'s shared receiver outlives it), so their
@@ -474,9 +526,6 @@ def main():
     files, requests, fluid = plan(a.target, a.seed, a.loss, a.hosts, a.rate, a.duration, shape)
     work = tempfile.mkdtemp(prefix="rq-")
     os.chmod(work, 0o755)
-    if a.tmpfs:
-        os.makedirs(outputs(a, work))
-        sh("mount", "-t", "tmpfs", "-o", "mode=755", "tmpfs", outputs(a, work))
     repo = os.path.join(work, "repo")
     os.makedirs(repo)
     names = {i: f"f{i:02}.bin" for i in files}
@@ -502,6 +551,7 @@ def main():
                 logs = os.path.join(a.out, f"{system}{suffix}-logs") if a.logs else None
                 steal0 = steal_s()
                 drops = 0
+                mount_outputs(a, work, requested)
                 try:
                     rows, sent, cpu_s, cpu_r = run_system(system, a, name, repo, work, names,
                                                           requests, a.rate * 1e6, timeline, logs)
@@ -510,6 +560,7 @@ def main():
                     steal = steal_s() - steal0
                     subprocess.run(lab(name, "down"), capture_output=True)
                     shutil.rmtree(os.path.join(outputs(a, work), system), ignore_errors=True)
+                    unmount_outputs(a, work)
                     if os.path.exists(os.path.join(work, "nginx.conf")):
                         os.remove(os.path.join(work, "nginx.conf"))
                 with open(os.path.join(a.out, f"{system}{suffix}.csv"), "w") as f:
@@ -529,13 +580,14 @@ def main():
                       f"receive-buffer drops {drops}", flush=True)
     finally:
         subprocess.run(lab(name, "down"), capture_output=True)
-        if a.tmpfs:
-            subprocess.run(["umount", outputs(a, work)], capture_output=True)
+        unmount_outputs(a, work)
         shutil.rmtree(work, ignore_errors=True)
     what = "median of {} runs".format(a.runs) if a.runs > 1 else "one run"
     lines = [f"seed {a.seed}, {a.hosts} hosts, loss {a.loss}, server link {a.rate:g} Mbit/s (tbf burst {a.burst}): "
              f"{len(requests)} requests, {sum(len(r[3]) for r in requests)} item-requests, "
-             f"{requested / 2**20:.0f} MiB requested; {what}"
+             f"{requested / 2**20:.0f} MiB requested; {what}; received onto "
+             + {"ext4": "a fresh ext4 each run", "tmpfs": "a fresh tmpfs each run",
+                "shared": "the disk the hosts share"}[a.outputs]
              + (f"; repocast serve {a.serve_args}" if a.serve_args else "")
              + (f"; repocast get {a.get_args}" if a.get_args else ""), "",
              "| system | ok | mean | median | p95 | max | server-link bytes / requested | CPU s server | CPU s receivers | steal s |",
