@@ -17,9 +17,12 @@ use std::time::Duration;
 
 type Client = ClientEndpoint<MemoryStore>;
 
-/// Six one-packet items, and their bytes.
+/// Items of a run: two more than can be out being finished at once.
+const FILES: usize = MAX_FINISH_JOBS + 2;
+
+/// [`FILES`] one-packet items, and their bytes.
 fn files() -> Vec<(String, Vec<u8>)> {
-    (0..6u32)
+    (0..FILES as u32)
         .map(|i| {
             let bytes = (0..100 + 20 * i).map(|b| (b * 7 + i) as u8).collect();
             (format!("f{i}"), bytes)
@@ -124,10 +127,10 @@ fn an_item_counts_as_verified_only_once_its_finish_job_is_back() {
     let mut r = Run::new(true);
     let mut jobs = Vec::new();
     r.run(2_000, &mut jobs);
-    // Every item is in, but only four are out being finished, and none
-    // is verified or reported done.
+    // Every item is in, but only MAX_FINISH_JOBS are out being finished,
+    // and none is verified or reported done.
     assert_eq!(jobs.len(), MAX_FINISH_JOBS);
-    assert_eq!(r.client.finishes_away(), 6);
+    assert_eq!(r.client.finishes_away(), FILES);
     assert!(!r.client.is_finished());
     assert!(r.client.outcomes().iter().all(|o| o.result.is_err()));
     assert_eq!(r.done_at_server(), 0);
@@ -137,9 +140,9 @@ fn an_item_counts_as_verified_only_once_its_finish_job_is_back() {
     let first = job.item();
     job.run();
     r.client.finished(r.now, job);
-    assert_eq!(r.client.finishes_away(), 5);
+    assert_eq!(r.client.finishes_away(), FILES - 1);
     r.run(10, &mut jobs);
-    assert_eq!(jobs.len(), MAX_FINISH_JOBS, "the fifth went out");
+    assert_eq!(jobs.len(), MAX_FINISH_JOBS, "the next went out");
     assert_eq!(r.done_at_server(), 1);
     let verified: Vec<_> = (r.client.outcomes().into_iter())
         .filter(|o| o.result.is_ok())
@@ -156,7 +159,7 @@ fn an_item_counts_as_verified_only_once_its_finish_job_is_back() {
     for (name, bytes) in files() {
         assert_eq!(r.client.store().file(&name), Some(&bytes[..]), "{name}");
     }
-    assert_eq!(r.done_at_server(), 6);
+    assert_eq!(r.done_at_server(), FILES as u64);
 }
 
 #[test]
@@ -175,7 +178,10 @@ fn a_lost_finish_job_fails_its_item_and_the_rest_go_on() {
     assert_eq!(failed.len(), 1);
     let reason = failed[0].result.clone().unwrap_err();
     assert!(reason.contains("put the file in place"), "{reason}");
-    assert_eq!(outcomes.iter().filter(|o| o.result.is_ok()).count(), 5);
+    assert_eq!(
+        outcomes.iter().filter(|o| o.result.is_ok()).count(),
+        FILES - 1
+    );
 }
 
 #[test]
@@ -187,7 +193,7 @@ fn a_store_that_finishes_in_place_hands_out_no_job() {
     assert_eq!(r.client.finishes_away(), 0);
     assert!(r.client.is_finished());
     assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
-    assert_eq!(r.done_at_server(), 6);
+    assert_eq!(r.done_at_server(), FILES as u64);
 }
 
 #[test]
@@ -197,7 +203,7 @@ fn an_item_out_being_finished_at_a_stop_is_verified_when_its_job_is_back() {
     r.run(2_000, &mut jobs);
     r.client.stop("stopped");
     assert!(r.client.is_finished());
-    assert_eq!(r.client.finishes_away(), 6, "a driver waits for these");
+    assert_eq!(r.client.finishes_away(), FILES, "a driver waits for these");
     // What a driver does before it lets go: every job out and queued.
     r.finish_all(&mut jobs);
     assert!(r.client.outcomes().iter().all(|o| o.result.is_ok()));
@@ -219,17 +225,17 @@ fn a_finish_job_running_late_is_waited_for_not_sent_again() {
     // 20 s with the jobs held.
     r.run(100_000, &mut jobs);
     let s = r.server.server().stats();
-    assert_eq!(r.client.client_stats().placing_reports, 6);
-    assert_eq!(s.empty_naks, 6, "{s:?}");
+    assert_eq!(r.client.client_stats().placing_reports, FILES as u64);
+    assert_eq!(s.empty_naks, FILES as u64, "{s:?}");
     assert_eq!(s.report_timeouts, 0, "{s:?}");
     assert_eq!(s.unreported_failures, 0, "{s:?}");
-    assert_eq!(s.transmissions, 6, "each item sent once: {s:?}");
+    assert_eq!(s.transmissions, FILES as u64, "each item sent once: {s:?}");
     assert_eq!(r.done_at_server(), 0);
     r.finish_all(&mut jobs);
     r.run(10, &mut jobs);
     let outcomes = r.client.outcomes();
     assert!(outcomes.iter().all(|o| o.result.is_ok()), "{outcomes:?}");
-    assert_eq!(r.done_at_server(), 6);
+    assert_eq!(r.done_at_server(), FILES as u64);
     assert!(r.client.is_finished());
 }
 
@@ -250,9 +256,9 @@ fn a_finish_job_back_in_time_sends_no_extra_report() {
             back += 1;
         }
     }
-    assert_eq!(back, 6);
+    assert_eq!(back, FILES);
     assert!(r.client.is_finished());
     assert_eq!(r.client.client_stats().placing_reports, 0);
     assert_eq!(r.server.server().stats().empty_naks, 0);
-    assert_eq!(r.done_at_server(), 6);
+    assert_eq!(r.done_at_server(), FILES as u64);
 }
