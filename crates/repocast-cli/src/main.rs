@@ -111,6 +111,9 @@ fn main() -> ExitCode {
         // Receivers decode blocks on other threads than they receive on.
         repocast_net::one_malloc_arena();
     }
+    // A server's connections and a receiver's open items need more open
+    // files than a shell's usual 1,024 allows.
+    repocast_net::fd_limit::raise();
     let rt = match runtime(&command) {
         Ok(rt) => rt,
         Err(code) => return code,

@@ -15,6 +15,7 @@ pub mod client;
 mod datagrams;
 pub mod error;
 pub mod fault;
+pub mod fd_limit;
 pub mod host;
 mod jobs;
 pub mod keys;
