@@ -56,8 +56,8 @@ before carries its history into the next: on a disk without a journal
 (this machine's), ext4 skips over inodes deleted in the last 5-300 s each
 time it makes a file, so after one system's run deleted 26,000 small
 files, making files took over a third of all CPU samples in the next
-run (`perf`: `ext4_create`, `recently_deleted`), and that run's delays
-doubled whoever it was.
+run (`perf`: `ext4_create`, `recently_deleted`), doubling that run's
+delays, whichever system it was.
 
 Needs root, iproute2, clang (the lab's loss filter), nginx, curl and uftp
 (apt-get install -y nginx-light curl clang uftp), and a release build
