@@ -408,6 +408,7 @@ pub async fn get_until(
     mut stop: Option<watch::Receiver<bool>>,
 ) -> Result<GetReport, NetError> {
     let started = std::time::Instant::now();
+    crate::fd_limit::warn_if_low(opts.all, &opts.items);
     let (sock, key) = tokio::select! {
         c = connect(opts.server, &opts.trust) => c?,
         _ = stopping(stop.as_mut()) => return Err(NetError::Ended(STOPPED.into())),

@@ -10,6 +10,53 @@
 //! sets. Raising the soft limit to the hard one is what the process may
 //! do without privilege; the core's bounds stay what limits the work.
 //! Called once at start-up by the CLI, before any thread starts.
+//!
+//! What one request may hold open ([`request_files`]) is what a host's
+//! shared receiver reserves for each request it takes
+//! (`crate::host::budget`), and what a `get` warns about when its limit
+//! is lower.
+
+use repocast_core::endpoint::finish::MAX_FINISH_JOBS;
+use repocast_core::endpoint::select;
+use repocast_core::profile::REQUEST_WINDOW;
+
+/// Open files a process keeps for itself besides what its work holds:
+/// its sockets, the runtime's, the standard streams, a library's.
+pub const FD_SPARE: u64 = 64;
+
+/// Files one item may hold open while it is received: its partial file
+/// and its journal.
+pub const PER_ITEM: u64 = 2;
+/// Files a request holds besides its items: its TLS connection, its
+/// local socket, and room for what its finish jobs and logs open.
+pub const PER_REQUEST: u64 = 8 + MAX_FINISH_JOBS as u64;
+
+/// The most files a request for `items` (or `all`) may hold open: a file
+/// for each item the server lets in at once (all of them if fewer are
+/// named by exact name; the server's request window for `all` or a
+/// pattern, whose items are known only later), and the request's own.
+pub fn request_files(all: bool, items: &[String]) -> u64 {
+    let window = u64::from(REQUEST_WINDOW);
+    let open = if all || items.iter().any(|s| select::is_pattern(s)) {
+        window
+    } else {
+        (items.len() as u64).min(window)
+    };
+    PER_REQUEST + PER_ITEM * open
+}
+
+/// Warns when the soft limit is below what a `get` of `items` (or
+/// `all`) may hold open, with [`FD_SPARE`]: items could then fail with
+/// "Too many open files".
+pub fn warn_if_low(all: bool, items: &[String]) {
+    let need = request_files(all, items) + FD_SPARE;
+    if let Some(fds) = soft().filter(|&n| n < need) {
+        tracing::warn!(
+            "the open-file limit ({fds}) is below the {need} files this request may hold \
+             open at once: items may fail with \"Too many open files\" (raise `ulimit -n`)"
+        );
+    }
+}
 
 /// The open-file limit before and after [`raise`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,4 +112,24 @@ fn get() -> Option<libc::rlimit> {
 /// The soft open-file limit now.
 pub fn soft() -> Option<u64> {
     get().map(|r| r.rlim_cur)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("f{i}")).collect()
+    }
+
+    #[test]
+    fn a_request_may_hold_its_items_up_to_the_window() {
+        assert_eq!(request_files(false, &names(3)), PER_REQUEST + 3 * PER_ITEM);
+        let most = PER_REQUEST + u64::from(REQUEST_WINDOW) * PER_ITEM;
+        assert_eq!(request_files(false, &names(5000)), most);
+        // Items known only later: the window.
+        assert_eq!(request_files(true, &[]), most);
+        assert_eq!(request_files(false, &["d/".into()]), most);
+        assert_eq!(request_files(false, &["a".into(), "*.txt".into()]), most);
+    }
 }

@@ -90,9 +90,6 @@ const FRAME_COST: usize = 64;
 const MAX_QUEUED_TOTAL: usize = 64 << 20;
 /// Bytes a connection's reader takes from the socket at a time.
 const READ_CHUNK: usize = 16 << 10;
-/// Open files a server keeps besides its connections: its sockets, the
-/// repository's files being read, the runtime's own.
-const FD_SPARE: u64 = 64;
 
 /// Scans the repository, binds every socket and starts serving.
 pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
@@ -171,11 +168,11 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
         .with_identity(identity)
         .with_tokens(tokens);
     let conns = endpoint.limits().max_connections as u64;
-    if let Some(fds) = crate::fd_limit::soft().filter(|&n| n < conns + FD_SPARE) {
+    if let Some(fds) = crate::fd_limit::soft().filter(|&n| n < conns + crate::fd_limit::FD_SPARE) {
         tracing::warn!(
             "the open-file limit ({fds}) is below the {conns} connections serve takes: \
              past about {} clients, connections will be refused (raise `ulimit -n`)",
-            fds.saturating_sub(FD_SPARE)
+            fds.saturating_sub(crate::fd_limit::FD_SPARE)
         );
     }
     let shared: Shared = Arc::new(Mutex::new(Snapshot {

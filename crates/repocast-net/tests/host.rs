@@ -2,8 +2,9 @@
 //! each get exactly their own items, verified, with only their own items'
 //! packets handed to them; a `get` takes what another one on the host has
 //! already verified of its items; a `get` that goes away leaves the others
-//! receiving; with no receiver a `get` runs on its own; a `get` of
-//! patterns and folders through the receiver.
+//! receiving; with no receiver, or none with room for its open files, a
+//! `get` runs on its own; a `get` of patterns and folders through the
+//! receiver.
 
 mod common;
 
@@ -156,6 +157,34 @@ async fn a_get_that_goes_away_leaves_the_others_receiving() {
     let rep = shared_get(opts(&srv, stays.path(), &["large.bin", "small.bin"], 2)).await;
     assert!(rep.all_ok() && rep.shared, "{:?}", rep.items);
     assert_delivered(repo.path(), stays.path(), &["large.bin", "small.bin"]);
+    r.abort();
+    srv.stop().await.expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_get_the_receivers_open_files_cannot_fit_runs_on_its_own() {
+    let repo = seeded_repo(&[("large.bin", 6_000_000), ("small.bin", 30_000)], 9);
+    let srv = start(repo.path(), "FEC(0)+R(inf)", |o| o.rate_bps = 20_000_000).await;
+    // Room for one request of one item.
+    let one = repocast_net::fd_limit::request_files(false, &["large.bin".into()]);
+    let rcv = Receiver::bind(key(&srv)).expect("bind").expect("name free");
+    let r = tokio::spawn(async move { rcv.with_file_budget(one).run().await.expect("receiver") });
+    let outs: Vec<_> = (0..3).map(|_| tempfile::tempdir().expect("tmp")).collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let o = opts(&srv, outs[0].path(), &["large.bin"], 1);
+    let first = tokio::spawn(async move { host::get(o, Some(tx), None).await });
+    wait_for_bytes(&mut rx).await;
+    // The receiver is full: the second request is refused, and its `get`
+    // receives on its own, all the same.
+    let second = shared_get(opts(&srv, outs[1].path(), &["small.bin"], 2)).await;
+    assert!(second.all_ok() && !second.shared, "{:?}", second.items);
+    assert_delivered(repo.path(), outs[1].path(), &["small.bin"]);
+    let first = first.await.expect("join").expect("get");
+    assert!(first.all_ok() && first.shared, "{:?}", first.items);
+    assert_delivered(repo.path(), outs[0].path(), &["large.bin"]);
+    // The first one's room was given back when it ended.
+    let third = shared_get(opts(&srv, outs[2].path(), &["small.bin"], 3)).await;
+    assert!(third.all_ok() && third.shared, "{:?}", third.items);
     r.abort();
     srv.stop().await.expect("stop");
 }

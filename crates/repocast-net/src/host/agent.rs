@@ -11,6 +11,7 @@
 //! the running requests have verified of its items (`crate::store::share`),
 //! builds the same endpoint, and relays what the hub tells it.
 
+use super::budget::FileBudget;
 use super::msg::{self, Ask, Order, Tell};
 use super::{HostKey, IDLE_EXIT, same_user};
 use crate::client::{self, Groups, Progress, readable};
@@ -78,6 +79,7 @@ struct Slot {
 pub struct Receiver {
     listener: UnixListener,
     key: HostKey,
+    files: FileBudget,
 }
 
 impl Receiver {
@@ -96,12 +98,24 @@ impl Receiver {
             .map_err(|e| NetError::socket("host receiver socket", e))?;
         let listener =
             UnixListener::from_std(l).map_err(|e| NetError::socket("host receiver socket", e))?;
-        Ok(Some(Receiver { listener, key }))
+        let files = FileBudget::from_limit();
+        Ok(Some(Receiver {
+            listener,
+            key,
+            files,
+        }))
+    }
+
+    /// Shares out `files` open files among its requests instead of what
+    /// the open-file limit leaves ([`FileBudget::from_limit`]).
+    pub fn with_file_budget(mut self, files: u64) -> Self {
+        self.files = FileBudget::new(files);
+        self
     }
 
     /// Serves the `get`s that come until none has come for [`IDLE_EXIT`].
     pub async fn run(self) -> Result<(), NetError> {
-        serve(self.listener, self.key).await
+        serve(self.listener, self.key, self.files).await
     }
 }
 
@@ -114,7 +128,8 @@ pub async fn run(key: HostKey) -> Result<(), NetError> {
     }
 }
 
-async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
+async fn serve(listener: UnixListener, key: HostKey, files: FileBudget) -> Result<(), NetError> {
+    tracing::debug!("open files for requests: {}", files.total());
     let interface = Interface::parse(key.interface.as_deref())?;
     let start = StdInstant::now();
     // One memory of checked signatures for every request here: each
@@ -139,6 +154,7 @@ async fn serve(listener: UnixListener, key: HostKey) -> Result<(), NetError> {
                 hub_tx.clone(),
                 start,
                 verified.clone(),
+                files.clone(),
             ));
         }
     };
@@ -156,6 +172,7 @@ async fn serve_get(
     hub: UnboundedSender<HubMsg>,
     start: StdInstant,
     verified: Verified,
+    files: FileBudget,
 ) {
     let (rd, mut wr) = s.into_split();
     let mut rd = BufReader::new(rd);
@@ -168,6 +185,19 @@ async fn serve_get(
         Ok(o) => o,
         Err(e) => return drop(msg::write(&mut wr, &Tell::Refused(e)).await),
     };
+    // Held until this request is over: what it may hold open is kept
+    // for it (`budget`).
+    let need = crate::fd_limit::request_files(opts.all, &opts.items);
+    let Some(lease) = files.take(need) else {
+        let (taken, _) = files.counts();
+        let why = format!(
+            "its open files ({taken} of {} kept for the requests it runs) leave no room for {need} more",
+            files.total()
+        );
+        tracing::info!("request {id} refused: {why}");
+        return drop(msg::write(&mut wr, &Tell::Refused(why)).await);
+    };
+    let mut lease = Some(lease);
     let started = StdInstant::now();
     let made = match client::connect(opts.server, &opts.trust).await {
         Ok((tls, key)) => {
@@ -257,6 +287,11 @@ async fn serve_get(
     });
     while let Some(t) = tells.recv().await {
         let last = matches!(t, Tell::Done(_) | Tell::Refused(_) | Tell::Error(_));
+        if last {
+            // Over, its files closed: its room is free before its `get`
+            // hears the end.
+            lease.take();
+        }
         if msg::write(&mut wr, &t).await.is_err() || last {
             if !last {
                 let _ = hub.send(HubMsg::Gone(id));

@@ -32,6 +32,9 @@
 //!   does (`ClientEndpoint::stop`), once its blocks out being decoded
 //!   are back.
 //! - The receiver exits once it has had no request for [`IDLE_EXIT`].
+//! - It takes a request only while the files the requests it runs may
+//!   hold open fit its open-file limit ([`budget`]); one that does not
+//!   fit is refused, and its `get` runs on its own.
 //! - Anything short of an accepted request (no receiver could start, it
 //!   went away, another user holds the name) and `get` runs on its own;
 //!   `get --no-share` and `--emulate-loss` (whose losses are per socket)
@@ -41,6 +44,7 @@
 //! [`ClientEndpoint`]: repocast_core::endpoint::client::ClientEndpoint
 
 pub mod agent;
+pub mod budget;
 pub mod follow;
 mod msg;
 
