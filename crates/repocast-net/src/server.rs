@@ -183,7 +183,7 @@ pub async fn start(opts: ServeOptions) -> Result<ServerHandle, NetError> {
     let metrics_addr = metrics::start(opts.metrics, &shared).await?;
     let total: u64 = repo.files.iter().map(|f| f.size).sum();
     let banner = format!(
-        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {} , announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}{}, code {}, {symbol_size}-byte symbols ({sizing}){}",
+        "repocast serve {}: {} items, {:.1} MiB ({} hashed now{}); requests on tcp {}, data {}, announcements {}, ttl {}, rate {:.1} Mbit/s, scheme {}, scheduler {}{}, code {}, {symbol_size}-byte symbols ({sizing}){}",
         opts.dir.display(),
         repo.files.len(),
         total as f64 / (1 << 20) as f64,

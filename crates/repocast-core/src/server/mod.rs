@@ -15,6 +15,8 @@ mod early;
 pub mod encoders;
 mod fcast;
 mod hosts;
+mod inspect;
+mod jobs;
 pub mod lag;
 mod pacing;
 pub mod preempt;
@@ -33,8 +35,7 @@ pub use config::{
 use crate::fec::layout::Layout;
 use crate::hash::FastMap;
 use crate::sched::{DemandTable, Scheduler};
-use crate::wire::control::CatalogueEntry;
-use crate::wire::{AnnounceKind, AnnounceRepr, FecParams, ManifestEntry, ServerMsg};
+use crate::wire::{AnnounceKind, AnnounceRepr, FecParams, ServerMsg};
 use crate::{ClientId, Instant, ItemId, TransmissionId};
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::time::Duration;
@@ -444,74 +445,6 @@ impl Server {
         }
     }
 
-    /// Counters so far.
-    pub fn stats(&self) -> ServerStats {
-        self.stats
-    }
-
-    /// The settings it runs with (a push endpoint's data packet interval
-    /// leaves room for the catalogue).
-    pub fn config(&self) -> &ServerConfig {
-        &self.cfg
-    }
-
-    /// What the server knows of `client`.
-    pub fn client_summary(&self, client: ClientId) -> Option<ClientSummary> {
-        let c = self.clients.get(&client)?;
-        Some(ClientSummary {
-            requested: c.requested.len() as u32,
-            done: c.done.len() as u32,
-            loss: c.loss(),
-            naks: c.naks,
-        })
-    }
-
-    /// Connected clients.
-    pub fn client_count(&self) -> usize {
-        self.clients.len()
-    }
-
-    /// Items waiting for a scheduled send (by anybody).
-    pub fn queue_len(&self) -> usize {
-        self.demand.active().count()
-    }
-
-    /// The current NAK window.
-    pub fn nak_window(&self) -> (Duration, Duration) {
-        (self.cfg.nak_window.0, self.nak_window_max)
-    }
-
-    /// The manifest entry of `item`.
-    pub fn manifest(&self, item: ItemId) -> Option<ManifestEntry> {
-        let st = self.items.get(item.0 as usize)?;
-        Some(ManifestEntry {
-            item,
-            name: st.info.name.clone(),
-            size: st.info.size,
-            hash: st.info.hash,
-            fec: st.fec,
-            block_hashes: st.info.block_hashes.clone(),
-        })
-    }
-
-    /// The BLAKE3 hash of `item`'s bytes.
-    pub fn item_hash(&self, item: ItemId) -> Option<[u8; 32]> {
-        self.items.get(item.0 as usize).map(|st| st.info.hash)
-    }
-
-    /// The whole catalogue, for `ListCatalogue`.
-    pub fn catalogue(&self) -> Vec<CatalogueEntry> {
-        self.items
-            .iter()
-            .enumerate()
-            .map(|(i, s)| CatalogueEntry {
-                item: ItemId(i as u32),
-                name: s.info.name.clone(),
-                size: s.info.size,
-            })
-            .collect()
-    }
-
     /// The NAK window a transmission announces to `waiting` receivers:
     /// the whole window from [`ServerConfig::nak_spread_listeners`] of
     /// them on, a share of it from the same start for fewer.
@@ -811,68 +744,6 @@ impl Server {
         for c in open {
             self.close_in_window(now, c, item);
         }
-    }
-
-    /// Push mode: repair symbols of a streamed item held made ahead in
-    /// memory (the sender's memory for an item larger than
-    /// `push_span_bytes`).
-    pub fn push_symbols_ahead(&self) -> usize {
-        self.push_cache().map_or(0, |c| c.ahead_symbols())
-    }
-
-    /// Push mode: repair symbols of a streamed item made ahead into the
-    /// driver's spool.
-    pub fn push_symbols_spooled(&self) -> usize {
-        self.push_cache().map_or(0, |c| c.spooled_symbols())
-    }
-
-    /// Push mode: times the driver's spool failed (the pass went on with
-    /// its symbols in memory).
-    pub fn push_spool_errors(&self) -> u64 {
-        self.push_cache().map_or(0, |c| c.spool_errors())
-    }
-
-    /// The next block encoder to prepare off the sending path
-    /// ([`ServerConfig::prepare_jobs`]). Run it
-    /// ([`encoders::PrepareJob::run`]) on any thread and hand it back with
-    /// [`Server::prepared`]. A driver that never does holds a few blocks'
-    /// copies, and its blocks are prepared on the sending path, at their
-    /// first repair symbol.
-    pub fn poll_prepare(&mut self) -> Option<encoders::PrepareJob> {
-        self.job_cache()?.poll_job()
-    }
-
-    /// A job from [`Server::poll_prepare`], run: later symbols of its
-    /// block come from its encoder if the one kept has not done the work
-    /// itself by now. The packets are the same either way.
-    pub fn prepared(&mut self, job: encoders::PrepareJob) {
-        if let Some(c) = self.job_cache() {
-            c.job_done(job);
-        }
-    }
-
-    /// How the jobs of [`Server::poll_prepare`] stand.
-    pub fn prepare_jobs(&self) -> encoders::JobCounts {
-        let push = || self.push_cache();
-        (self.encoders.as_ref().or_else(push))
-            .map(|c| c.job_counts())
-            .unwrap_or_default()
-    }
-
-    /// The cache whose jobs [`Server::poll_prepare`] hands out: request
-    /// mode's, or push mode's (held by the pass on air, else between
-    /// passes).
-    fn job_cache(&mut self) -> Option<&mut encoders::EncoderCache> {
-        if self.encoders.is_some() {
-            return self.encoders.as_mut();
-        }
-        let on_air = self.current.as_mut().and_then(|t| t.encoders_mut());
-        on_air.or(self.push_encoders.as_mut())
-    }
-
-    fn push_cache(&self) -> Option<&encoders::EncoderCache> {
-        let on_air = self.current.as_ref().and_then(|t| t.encoders());
-        self.push_encoders.as_ref().or(on_air)
     }
 }
 

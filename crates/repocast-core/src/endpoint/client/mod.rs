@@ -28,6 +28,7 @@
 
 mod admit;
 mod finishing;
+mod jobs;
 mod memory;
 mod request;
 mod stall;
@@ -383,79 +384,6 @@ impl<S: BlockStore> ClientEndpoint<S> {
     /// The catalogue received (with `All` or `Catalogue`).
     pub fn catalogue(&self) -> &[CatalogueEntry] {
         &self.catalogue
-    }
-
-    /// The next block to decode off the receiving path
-    /// (`client::decode`): run it on any thread, then hand it back with
-    /// [`ClientEndpoint::decoded`]. Only with `decode_jobs` set.
-    pub fn poll_decode(&mut self) -> Option<crate::client::decode::DecodeJob> {
-        self.client.poll_decode()
-    }
-
-    /// A job from [`ClientEndpoint::poll_decode`], run (or not: it is run
-    /// here then).
-    ///
-    /// A job back after the run ended still counts: a block it verifies is
-    /// written (and may complete its item), and one still short is kept
-    /// with the rest ([`ClientEndpoint::suspend`]), so a driver that takes
-    /// its jobs back before it lets go of the endpoint loses none of them.
-    pub fn decoded(&mut self, now: Instant, job: crate::client::decode::DecodeJob) {
-        self.client.decoded(job);
-        self.process(now);
-        if self.ended.is_some() {
-            self.suspend();
-        }
-    }
-
-    /// Decode jobs handed out or waiting to be, not yet back: a driver
-    /// that lets go of a finished endpoint waits for these first.
-    pub fn decodes_away(&self) -> usize {
-        self.client.decodes_away()
-    }
-
-    /// Runs the decode jobs waiting, here and now, and hands them back (a
-    /// driver with no other thread to give them to: the simulator).
-    pub fn decode_here(&mut self, now: Instant) {
-        while let Some(mut job) = self.poll_decode() {
-            job.run();
-            self.decoded(now, job);
-        }
-    }
-
-    /// The decode jobs out, for an endpoint that replaces this one.
-    pub fn jobs_out(&self) -> crate::client::decode::JobsOut {
-        self.client.jobs_out()
-    }
-
-    /// Takes over the decode jobs another endpoint handed out (see
-    /// [`crate::client::Client::carry_jobs`]).
-    pub fn carry_jobs(&mut self, j: crate::client::decode::JobsOut) {
-        self.client.carry_jobs(j);
-    }
-
-    /// Takes out the partly received blocks of every item still being
-    /// received, for an endpoint of a newer catalogue version that carries
-    /// some unchanged ([`crate::client::Client::take_partials`]).
-    pub fn take_partials(&mut self) -> Vec<crate::client::Partial> {
-        let out = self.client.take_partials();
-        for p in &out {
-            for (b, _) in &p.blocks {
-                self.lru.remove(&(p.manifest.item, *b));
-            }
-        }
-        out
-    }
-
-    /// Gives `item` the blocks of `p` (the same content, from an older
-    /// version) it has not begun or verified; they count against the
-    /// memory budget from now on. Returns how many it took.
-    pub fn adopt_partial(&mut self, item: ItemId, p: crate::client::Partial) -> usize {
-        let taken = self.client.adopt_partial(item, p);
-        for b in &taken {
-            self.lru.insert((item, *b), self.tick);
-            self.stats.adopted_symbols += self.client.held_symbols(item, *b) as u64;
-        }
-        taken.len()
     }
 
     /// Counters of the state machine.
