@@ -609,3 +609,55 @@ fn data_that_overtakes_its_manifests_is_used_once_they_come() {
     assembled.dedup();
     assert_eq!(assembled, [ItemId(0), ItemId(1)]);
 }
+
+#[test]
+fn a_transmission_whose_start_was_lost_is_reported_on_from_its_end() {
+    let mut s = server();
+    let (mut c, id) = asking_for_both(&mut s);
+    let mut now = Instant::ZERO;
+    let mut end: Option<AnnounceRepr> = None;
+    // Neither item 1's start nor any of its data arrives (a receiver that
+    // hears any of the data joins the transmission by it); everything else
+    // is delivered in order up to its end.
+    while end.is_none() {
+        for o in step(&mut s, &mut c, id, now) {
+            match o {
+                Out::Ann(a) if a.item == ItemId(1) && a.kind != AnnounceKind::End => {}
+                Out::Ann(a) => {
+                    if a.item == ItemId(1) {
+                        end = Some(a.clone());
+                    }
+                    c.handle_announce(now, &a);
+                }
+                Out::Data(d) if d.item == ItemId(1) => {}
+                Out::Data(d) => {
+                    c.handle_data(now, &d);
+                }
+            }
+        }
+        now = now + Duration::from_micros(500);
+        assert!(now < Instant::ZERO + Duration::from_secs(1), "no end");
+    }
+    let end = end.expect("end");
+    // Its report goes out within the NAK window (1-2 ms), not at the
+    // server's report timeout.
+    let mut nak = None;
+    let until = now + Duration::from_millis(5);
+    while now < until && nak.is_none() {
+        if c.poll_timeout().is_some_and(|t| t <= now) {
+            c.handle_timeout(now);
+        }
+        while let Some(m) = c.poll_transmit() {
+            if let ClientMsg::Nak(n) = m {
+                nak = Some(n);
+            }
+        }
+        now = now + Duration::from_micros(250);
+    }
+    let nak = nak.expect("no report on the transmission whose start was lost");
+    assert_eq!((nak.transmission, nak.item), (end.transmission, ItemId(1)));
+    assert!(!nak.needs.is_empty(), "{nak:?}");
+    // Nothing was counted of it: no loss sample, rather than "all lost".
+    assert_eq!((nak.received, nak.expected), (0, 0));
+    assert_eq!(c.stats().missed_starts, 1);
+}

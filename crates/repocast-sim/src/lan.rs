@@ -90,6 +90,7 @@ fn add(a: ClientStats, b: ClientStats) -> ClientStats {
         reopened: a.reopened + b.reopened,
         decode_jobs: a.decode_jobs + b.decode_jobs,
         placing_reports: a.placing_reports + b.placing_reports,
+        missed_starts: a.missed_starts + b.missed_starts,
     }
 }
 

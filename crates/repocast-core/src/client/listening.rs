@@ -51,13 +51,18 @@ impl Client {
         self.channel_moved_on(now, a);
         match a.kind {
             AnnounceKind::End => {
-                if self
-                    .items
-                    .get(&a.item)
-                    .and_then(|i| i.listening.as_ref())
-                    .is_some_and(|l| l.id == a.transmission)
-                {
+                let Some(it) = self.items.get(&a.item) else {
+                    return;
+                };
+                let heard = it.listening.as_ref().map(|l| l.id);
+                if heard == Some(a.transmission) {
                     self.end_listening(now, a.item, None);
+                } else if it.phase == ItemPhase::Receiving
+                    && a.transmission >= it.listen_from
+                    && heard.is_none_or(|t| t < a.transmission)
+                    && !self.push
+                {
+                    self.missed_start(now, a);
                 }
             }
             _ => {
@@ -68,6 +73,27 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// The end of a transmission of an item it receives of which it heard
+    /// neither the start nor any data (one packet of which would have
+    /// joined it, `receive`): every copy of the start lost, or its one
+    /// copy (the server sends a short transmission's announcement once,
+    /// `endpoint::server`), and the data too. It reports on it as on any
+    /// other it listened to, a NAK delay from now, rather than leave the
+    /// item to the server's report timeout. Nothing of it was counted, so
+    /// the report carries no loss sample (received and expected both 0),
+    /// which would otherwise read as all of it lost.
+    fn missed_start(&mut self, now: Instant, a: &AnnounceRepr) {
+        self.listen(now, a);
+        if let Some(l) = (self.items.get_mut(&a.item))
+            .and_then(|i| i.listening.as_mut())
+            .filter(|l| l.id == a.transmission)
+        {
+            l.first_seq = Some(a.total_packets.max(1));
+            self.stats.missed_starts += 1;
+        }
+        self.end_listening(now, a.item, None);
     }
 
     /// An announcement that does not bear on this client

@@ -147,6 +147,10 @@ pub struct ClientStats {
     /// whole and still being put in place (`placing`).
     #[serde(default)]
     pub placing_reports: u64,
+    /// Transmissions of an item it receives whose end it heard but not
+    /// their start: reported on from their end (`listening`).
+    #[serde(default)]
+    pub missed_starts: u64,
 }
 
 /// The client protocol state machine.

@@ -476,7 +476,7 @@ impl ServerEndpoint {
                             }
                         }
                     }
-                    let copies = self.limits.announce_repeats.max(1) - 1;
+                    let copies = copies(&list, self.limits.announce_repeats) - 1;
                     if copies > 0 {
                         self.repeat = Some((buf.clone(), copies));
                     }
@@ -517,4 +517,21 @@ impl ServerEndpoint {
     pub fn buffered_bytes(&self) -> usize {
         self.buffered
     }
+}
+
+/// How many copies of an announcement datagram carrying `list` go out:
+/// `repeats`, unless it starts a transmission that lasts no longer than
+/// the shortest NAK delay it announces, which goes out once. The next
+/// announcement (that transmission's end) then comes sooner than any
+/// report could, and stands in for a lost one: a receiver that missed
+/// an end hears the next start (the channel moved on), and one that
+/// missed a start reports from the end (`Client::missed_start`). With
+/// many small items most transmissions are this short: their copies were
+/// two in five of the datagrams every receiver read, and cost more than
+/// the losses they covered (docs/benchmarks.md, session 65).
+fn copies(list: &[wire::AnnounceRepr], repeats: u8) -> u8 {
+    let short = list.last().is_some_and(|a| {
+        a.kind != wire::AnnounceKind::End && a.duration_us <= u64::from(a.nak_window_min_us)
+    });
+    if short { 1 } else { repeats.max(1) }
 }
