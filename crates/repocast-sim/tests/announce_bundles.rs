@@ -4,7 +4,7 @@
 //! announcements, pinned server key) on the virtual LAN: a request for
 //! many small items, each one packet, costs its receiver about one
 //! signature check per item, not two, and every item still verifies, at
-//! 0% and 20% loss. A send shorter than the shortest NAK delay is
+//! 0% and 20% loss. A send no longer than the shortest NAK delay is
 //! announced once, a longer one three times (`endpoint::server`).
 //! Replay a seed with `REPOCAST_SEED=<n>`.
 
@@ -73,7 +73,7 @@ fn small_items_cost_one_announcement_datagram_and_signature_each() {
     for loss in [0.0, 0.2] {
         let (sigs, heard) = run(s, &data, loss);
         // One bundle per item (end of the last, start of this one), sent
-        // once: each send is shorter than the shortest NAK delay, so the
+        // once: no send is longer than the shortest NAK delay, so the
         // next bundle stands in for a lost one (three copies of each
         // before session 65, 2.67 heard per item at 0%; separately, six:
         // 5.4 per item heard before bundles, seed 5 at 0%).

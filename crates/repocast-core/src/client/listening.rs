@@ -112,7 +112,7 @@ impl Client {
 
     /// The channel moved on: whatever we listened to has ended. Only a
     /// newer transmission says so: announcements travel on their own
-    /// socket, so a late copy of an older one (each is sent three times)
+    /// socket, so a late copy of an older one (most are sent three times)
     /// can be read after data of the next has arrived.
     fn channel_moved_on(&mut self, now: Instant, a: &AnnounceRepr) {
         let ended: Vec<ItemId> = self.listening_before(a.transmission).collect();
