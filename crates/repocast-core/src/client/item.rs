@@ -124,6 +124,12 @@ impl ItemRx {
         }
     }
 
+    /// Whether it takes transmission `t` as one to listen to: it is
+    /// being received, and `t` is not older than its manifest.
+    pub fn listens_to(&self, t: TransmissionId) -> bool {
+        self.phase == ItemPhase::Receiving && t >= self.listen_from
+    }
+
     /// Installs the manifest and layout.
     pub fn set_manifest(&mut self, m: ManifestEntry, layout: Layout, listen_from: TransmissionId) {
         let n = layout.blocks() as usize;

@@ -57,8 +57,7 @@ impl Client {
                 let heard = it.listening.as_ref().map(|l| l.id);
                 if heard == Some(a.transmission) {
                     self.end_listening(now, a.item, None);
-                } else if it.phase == ItemPhase::Receiving
-                    && a.transmission >= it.listen_from
+                } else if it.listens_to(a.transmission)
                     && heard.is_none_or(|t| t < a.transmission)
                     && !self.push
                 {
@@ -66,9 +65,7 @@ impl Client {
                 }
             }
             _ => {
-                if self.items.get(&a.item).is_some_and(|i| {
-                    i.phase == ItemPhase::Receiving && a.transmission >= i.listen_from
-                }) {
+                if (self.items.get(&a.item)).is_some_and(|i| i.listens_to(a.transmission)) {
                     self.listen(now, a);
                 }
             }

@@ -91,7 +91,7 @@ impl Client {
         // A newer transmission of a wanted item whose announcement we did not
         // hear (announcements travel on lossy multicast too): join it.
         let newer = it.listening.as_ref().is_none_or(|l| l.id < p.transmission);
-        let it = if newer && p.transmission >= it.listen_from {
+        let it = if newer && it.listens_to(p.transmission) {
             let a = AnnounceRepr {
                 session: p.session,
                 transmission: p.transmission,
