@@ -6,11 +6,12 @@
 //! version no older than the newest seen) and assembled
 //! ([`super::assembly`]) until the version's catalogue is complete for the
 //! selected items (for files named without wildcards, once their own
-//! pieces are in). Then a
+//! pieces are in). Then (`listen/activate.rs`) a
 //! [`ClientEndpoint`] in push mode receives those items from the data
 //! group: packets of the version's session only, decoded blocks checked
 //! against the signed block hashes and written to the [`BlockStore`]
-//! (resume journal included), each item ending verified or failed.
+//! (resume journal included), each item ending verified or failed. Its
+//! events become one outcome per selected file (`listen/outcomes.rs`).
 //!
 //! A selected file that travels in a pack makes the listener receive the
 //! pack; once it verifies, the store cuts out the selected members
@@ -30,22 +31,23 @@
 //! ([`crate::client::Partial`]), and the pusher goes on with the symbol
 //! ids it had not sent, so a new version costs no restart of a large file.
 
+mod activate;
 mod cuts;
 mod intake;
+mod outcomes;
 
 use super::Channel;
 use super::assembly::Assembly;
 use super::catalogue_code::CatalogueDecoder;
-use super::client::{ClientEndpoint, ClientEndpointConfig, Event, Outcome, Want};
-use super::store::{BlockStore, PackMember, StoreError};
+use super::client::{ClientEndpoint, Event, Outcome};
+use super::store::{BlockStore, PackMember};
 use super::unpack::UnpackJob;
 use crate::auth::{self, PublicKey};
 use crate::client::ClientConfig;
 use crate::wire::DataRepr;
-use crate::wire::catalogue::HeadKind;
 use crate::{Instant, SessionId};
 use cuts::Cuts;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Data of a version whose catalogue is still coming is kept up to this
@@ -343,315 +345,6 @@ impl<S: BlockStore> ListenEndpoint<S> {
         }
     }
 
-    /// Starts receiving a complete version.
-    fn activate(&mut self, now: Instant, a: Assembly) {
-        self.coded = self.coded.take().filter(|c| c.version() > a.version);
-        self.cuts.next_version();
-        let jobs = self.inner.as_ref().map(ClientEndpoint::jobs_out);
-        let selected = a.selected();
-        // Partly received blocks go over to the same content in the new
-        // version, unless it vouches for every symbol and the old one did
-        // not (forged ones could be among them).
-        let mut partials = Vec::new();
-        let store = match self.inner.take() {
-            Some(mut i) => {
-                if self.active_signed || !a.signed_symbols {
-                    partials = i.take_partials();
-                    // Blocks spilled to the store go over through it.
-                    i.keep_spilled();
-                }
-                // The old version's items in progress: kept on disk for
-                // the new version (same name and content resume; the
-                // store drops a name's older content when it opens the
-                // newer), released; those it no longer has (a file
-                // removed, a pack regrouped) are dropped, or they would
-                // stay on disk for good.
-                let mut s = i.into_store();
-                let still: BTreeSet<&str> =
-                    (selected.iter()).map(|(m, _)| m.name.as_str()).collect();
-                for (item, name) in &self.names {
-                    if still.contains(name.as_str()) {
-                        s.close(*item);
-                    } else {
-                        s.discard(*item);
-                    }
-                }
-                s
-            }
-            None => match self.spare.take() {
-                Some(s) => s,
-                None => return,
-            },
-        };
-        let mut client = self.cfg.client.clone();
-        // A satellite listener waits an attack of forged symbols out.
-        client.fail_on_forgery &= !self.cfg.satellite;
-        let mut cfg = ClientEndpointConfig::new(client, Want::Items(Vec::new()));
-        cfg.memory_budget = self.cfg.memory_budget;
-        // The carousel comes round to what it wants; `timeout` bounds it.
-        cfg.stall_timeout = None;
-        cfg.idle_timeout = if self.cfg.satellite {
-            // A satellite listener waits for the pusher however long.
-            Duration::from_secs(100 * 365 * 86_400)
-        } else {
-            self.cfg.timeout
-        };
-        let mut inner = ClientEndpoint::new(now, cfg, store);
-        // Blocks of the old version out as decode jobs come back here.
-        inner.carry_jobs(jobs.unwrap_or_default());
-        if let (true, Some(k)) = (a.signed_symbols, self.signer()) {
-            inner.expect_signed_symbols(k, a.session);
-        }
-        let items = a.files();
-        let member = |h: &crate::wire::catalogue::ItemHead| PackMember {
-            name: h.name.clone(),
-            offset: match h.kind {
-                HeadKind::Member { offset, .. } => offset,
-                _ => 0,
-            },
-            size: h.size,
-            hash: h.hash,
-            mode: h.mode,
-            mtime: h.mtime,
-        };
-        self.packs = (selected.iter())
-            .filter(|(_, h)| h.kind == HeadKind::Pack)
-            .map(|(m, _)| {
-                (
-                    m.item,
-                    a.members(m.item).iter().map(|(_, h)| member(h)).collect(),
-                )
-            })
-            .collect();
-        // What the user sees: files, whether sent alone or in a pack.
-        let mut visible: Vec<(String, [u8; 32], u64)> = (selected.iter())
-            .filter(|(_, h)| h.kind != HeadKind::Pack)
-            .map(|(m, _)| (m.name.clone(), m.hash, m.size))
-            .collect();
-        visible.extend((self.packs.values().flatten()).map(|m| (m.name.clone(), m.hash, m.size)));
-        let orphans = a.orphans();
-        visible.extend(orphans.iter().map(|n| (n.clone(), [0; 32], 0)));
-        let older = std::mem::replace(
-            &mut self.hashes,
-            (visible.iter())
-                .map(|(n, h, size)| (n.clone(), (*h, *size)))
-                .collect(),
-        );
-        self.follow_changes(&older);
-        self.names = (selected.iter())
-            .map(|(m, _)| (m.item, m.name.clone()))
-            .collect();
-        let names = visible.iter().map(|(n, _, _)| n.clone()).collect();
-        for n in orphans {
-            self.record(
-                n,
-                Err("the catalogue puts it in an item that is no pack".into()),
-            );
-        }
-        // Files settled with the same content are not received again; nor
-        // is a pack whose selected members all are, or are in place
-        // already.
-        let mut todo = Vec::new();
-        for (m, h) in selected {
-            let Some(members) = self.packs.get(&m.item) else {
-                if !self.settled(&m.name, &m.hash) {
-                    todo.push((m, h));
-                }
-                continue;
-            };
-            let store = inner.store_mut();
-            let have = |p: &PackMember| {
-                self.settled(&p.name, &p.hash) || store.has_file(&p.name, p.size, &p.hash)
-            };
-            if members.iter().all(have) {
-                for p in members.clone() {
-                    if !self.settled(&p.name, &p.hash) {
-                        self.record(p.name, Ok(()));
-                    }
-                }
-            } else {
-                store.mark_pack(m.item);
-                todo.push((m, h));
-            }
-        }
-        let receiving = (todo.iter())
-            .map(|(m, _)| self.packs.get(&m.item).map_or(1, Vec::len))
-            .sum();
-        for (m, h) in todo.iter().filter(|(_, h)| h.kind != HeadKind::Pack) {
-            inner.store_mut().set_attributes(m.item, h.mode, h.mtime);
-            self.events.push_back(ListenEvent::Attributes {
-                item: m.item,
-                mode: h.mode,
-                mtime: h.mtime,
-            });
-        }
-        self.events.push_back(ListenEvent::Version {
-            version: a.version,
-            items,
-            receiving,
-        });
-        let by_hash: BTreeMap<[u8; 32], crate::ItemId> =
-            todo.iter().rev().map(|(m, _)| (m.hash, m.item)).collect();
-        inner.subscribe(now, todo.into_iter().map(|(m, _)| m).collect());
-        for p in partials {
-            if let Some(&item) = by_hash.get(&p.manifest.hash) {
-                self.stats.carried_blocks += inner.adopt_partial(item, p) as u64;
-            }
-        }
-        // Data that came before the catalogue was complete, each datagram
-        // freed as it is taken (the copy and its symbols never both held).
-        while let Some(b) = self.early.pop_front() {
-            if DataRepr::peek_session(&b) == Some(a.session) {
-                inner.handle_datagram(now, Channel::Data, &b);
-            }
-        }
-        self.early.shrink_to_fit();
-        self.early_bytes = 0;
-        self.unresolved = (self.hashes.keys())
-            .filter(|n| !self.results.contains_key(*n))
-            .count();
-        self.active = Some((a.version, a.session, names));
-        self.active_signed = a.signed_symbols;
-        self.inner = Some(inner);
-        self.drain();
-    }
-
-    /// A new version's files against the version before (`older`): an
-    /// outcome for other content than the new version's, or a failure, is
-    /// no outcome of this version (the file is received again); a TIDDO
-    /// listener gives up a file changed more than [`MAX_CHANGES_FOLLOWED`]
-    /// times. Outcomes of files the new version no longer has are
-    /// forgotten, so a satellite listener that runs for months remembers
-    /// the files on air, not every name it ever saw (a file that comes
-    /// back is found in place by its hash, `Resume::Complete`).
-    fn follow_changes(&mut self, older: &BTreeMap<String, ([u8; 32], u64)>) {
-        let hashes = &self.hashes;
-        (self.results).retain(|n, (h, o)| {
-            (hashes.get(n)).is_some_and(|(now, _)| now == h && o.result.is_ok())
-        });
-        if self.cfg.satellite {
-            return;
-        }
-        let mut restless = Vec::new();
-        for (n, (h, _)) in hashes {
-            if older.get(n).is_some_and(|(was, _)| was != h) {
-                let c = self.changes.entry(n.clone()).or_insert(0);
-                *c += 1;
-                if *c > MAX_CHANGES_FOLLOWED {
-                    restless.push((n.clone(), *c));
-                }
-            }
-        }
-        for (n, c) in restless {
-            self.record(
-                n,
-                Err(format!(
-                    "changed in {c} catalogue versions while this listener ran: \
-                     it does not hold still long enough to be received \
-                     (--satellite follows every change)"
-                )),
-            );
-        }
-    }
-
-    /// Whether the file `name` with this hash needs nothing more from a
-    /// new version: verified already (satellite mode across versions), or
-    /// being cut out of an older version's pack (its job gives its
-    /// outcome).
-    fn settled(&self, name: &str, hash: &[u8; 32]) -> bool {
-        let verified = (self.results.get(name)).is_some_and(|(h, o)| h == hash && o.result.is_ok());
-        verified || self.cuts.carries(name, hash)
-    }
-
-    /// Records the outcome of the file `name` (of the active version).
-    fn record(&mut self, name: String, result: Result<(), String>) {
-        let (hash, size) = self.hashes.get(&name).copied().unwrap_or(([0; 32], 0));
-        self.record_as(name, hash, size, result);
-    }
-
-    /// Records the outcome of the file `name` with this hash and size (not
-    /// at all if the active version holds other content for that name: an
-    /// older version's job came back late).
-    fn record_as(&mut self, name: String, hash: [u8; 32], size: u64, result: Result<(), String>) {
-        let active = self.hashes.get(&name).map(|(h, _)| *h);
-        if active.is_some_and(|h| h != hash) {
-            return;
-        }
-        let o = Outcome {
-            name: name.clone(),
-            size,
-            result,
-        };
-        if self.results.insert(name, (hash, o)).is_none() && active.is_some() {
-            self.unresolved = self.unresolved.saturating_sub(1);
-        }
-    }
-
-    /// The pack received as `name`, if it is one (a file of that name is
-    /// the file: a pusher cannot make a file's failure a pack's).
-    fn pack_named(&self, name: &str) -> Option<crate::ItemId> {
-        if self.hashes.contains_key(name) {
-            return None;
-        }
-        (self.names.iter())
-            .find(|(i, n)| n.as_str() == name && self.packs.contains_key(i))
-            .map(|(i, _)| *i)
-    }
-
-    /// An item's outcome (the item, or only its name): a file's own, or
-    /// each selected member's of a pack (a verified pack is cut into its
-    /// members here).
-    fn outcome(&mut self, item: Option<crate::ItemId>, name: String, result: Result<(), String>) {
-        let Some(pack) = item.or_else(|| self.pack_named(&name)) else {
-            return self.record(name, result);
-        };
-        let Some(members) = self.packs.remove(&pack) else {
-            return self.record(name, result);
-        };
-        let results = match (&result, self.inner.as_mut()) {
-            (Ok(()), Some(inner)) => {
-                let store = inner.store_mut();
-                match store.unpack_work(pack, &members) {
-                    Some(work) => {
-                        return self.cuts.queue(pack, members, work);
-                    }
-                    None => store.unpack(pack, &members),
-                }
-            }
-            _ => Vec::new(),
-        };
-        self.cut(&result, members, results);
-    }
-
-    /// Records each member's outcome: the pack's failure, or what cutting
-    /// it out gave (one result per member, in order).
-    fn cut(
-        &mut self,
-        result: &Result<(), String>,
-        members: Vec<PackMember>,
-        results: Vec<Result<bool, StoreError>>,
-    ) {
-        for (i, m) in members.into_iter().enumerate() {
-            let r = match (result, results.get(i)) {
-                (Err(e), _) => Err(e.clone()),
-                (Ok(()), Some(Ok(true))) => Ok(()),
-                (Ok(()), Some(Ok(false))) => Err("does not match its hash in the pack".into()),
-                (Ok(()), Some(Err(e))) => Err(e.to_string()),
-                (Ok(()), None) => Err("not cut from its pack".into()),
-            };
-            if let Err(reason) = &r {
-                self.events.push_back(ListenEvent::Item(Event::Failed {
-                    name: m.name.clone(),
-                    reason: reason.clone(),
-                }));
-            }
-            self.cuts.landed(&m.name, &m.hash);
-            // Its own hash: a job back after a newer version came says
-            // what it put in place, not what the new version holds.
-            self.record_as(m.name, m.hash, m.size, r);
-        }
-    }
-
     /// The next verified pack to cut out off the receiving path (up to
     /// [`CUT_JOBS`] at a time, of one version): run it on any thread, then
     /// hand it back with [`ListenEndpoint::unpacked`]. The listener is not
@@ -677,38 +370,6 @@ impl<S: BlockStore> ListenEndpoint<S> {
         self.cut(&Ok(()), members, results);
         if self.held.is_some() {
             self.take_when_clear(now);
-        }
-    }
-
-    /// Moves the receiver's events out, recording outcomes.
-    fn drain(&mut self) {
-        let Some(inner) = self.inner.as_mut() else {
-            return;
-        };
-        let mut events = Vec::new();
-        while let Some(ev) = inner.poll_event() {
-            events.push(ev);
-        }
-        let ended = inner.ended().is_some().then(|| inner.outcomes());
-        for ev in events {
-            match &ev {
-                Event::Complete { item } => {
-                    if let Some(n) = self.names.get(item).cloned() {
-                        self.outcome(Some(*item), n, Ok(()));
-                    }
-                }
-                Event::Failed { name, reason } => {
-                    self.outcome(None, name.clone(), Err(reason.clone()));
-                }
-                _ => {}
-            }
-            self.events.push_back(ListenEvent::Item(ev));
-        }
-        // The receiver gave up (idle): what is left fails with its reason.
-        for o in ended.into_iter().flatten() {
-            if !self.results.contains_key(&o.name) && o.result.is_err() {
-                self.outcome(None, o.name, o.result);
-            }
         }
     }
 

@@ -7,79 +7,37 @@
 //! pieces spread over each catalogue period on the announcement group so a
 //! listener tuning in at any moment has it within about a period (every
 //! other copy repair pieces, when the catalogue is coded:
-//! [`super::catalogue_code`]), and a stop after a target redundancy. Data packets go out untagged (there is
-//! no secret to share without a back channel); a listener checks every
-//! decoded block against the signed catalogue's block hash.
+//! [`super::catalogue_code`]; how often: `push/catalogue_rate.rs`), and a
+//! stop after a target redundancy. Each file set is a version
+//! (`push/version.rs`). Data packets go out untagged (there is no secret
+//! to share without a back channel); a listener checks every decoded
+//! block against the signed catalogue's block hash.
 //!
 //! A driver calls [`PushEndpoint::poll_transmit`] until `None`, sleeps
 //! until [`PushEndpoint::poll_timeout`], and on a changed file set calls
 //! [`PushEndpoint::replace`] with a higher version.
 
+mod catalogue_rate;
+mod version;
+
+pub use catalogue_rate::{
+    CATALOGUE_COPIES_PER_CYCLE, CATALOGUE_PERIOD, CATALOGUE_SHARE, MAX_CATALOGUE_SHARE,
+    MIN_CATALOGUE_PERIOD, catalogue_period, catalogue_share,
+};
+
 use super::Dest;
-use super::catalogue_code::{self, CatalogueCoder};
+use super::catalogue_code::CatalogueCoder;
 use super::pack::{PushSet, Unit, UnitSource};
 use super::signing::BatchSigner;
-use crate::auth::{self, Identity, PublicKey};
-use crate::fec::layout::Layout;
+use crate::auth::{Identity, PublicKey};
 use crate::sched::SchedulerKind;
 use crate::server::{
     BlockSource, ItemInfo, ResumePoint, Server, ServerConfig, ServerError, ServerEvent, Transmit,
 };
 use crate::wire::FecParams;
-use crate::wire::catalogue::{
-    CataloguePiece, HeadKind, ItemHead, MAX_PIECES, MAX_PUSH_ITEMS, pack, split_item,
-};
 use crate::{Instant, SessionId};
 use std::collections::VecDeque;
 use std::time::Duration;
-
-/// Longest time between two copies of the catalogue, unless its share of
-/// the rate ([`catalogue_share`]) forces a longer one.
-pub const CATALOGUE_PERIOD: Duration = Duration::from_millis(250);
-/// Shortest time between two copies of the catalogue.
-pub const MIN_CATALOGUE_PERIOD: Duration = Duration::from_millis(20);
-/// Copies of the catalogue per cycle of the file set (one pass of every
-/// item at the rate), between [`MIN_CATALOGUE_PERIOD`] and
-/// [`CATALOGUE_PERIOD`]: a listener takes nothing until it has the
-/// catalogue, so for a set that takes less than a few periods to send,
-/// the wait for a copy that gets through its loss would be most of its
-/// time.
-pub const CATALOGUE_COPIES_PER_CYCLE: f64 = 8.0;
-/// Share of the rate a catalogue may always take; a larger catalogue is
-/// repeated less often, unless it is a large part of what a listener
-/// needs ([`catalogue_share`]).
-pub const CATALOGUE_SHARE: f64 = 0.05;
-/// Share of the rate a catalogue never exceeds, however large it is
-/// beside its files' data.
-pub const MAX_CATALOGUE_SHARE: f64 = 0.5;
-
-/// Largest share of the rate a catalogue of `bytes` takes beside a file
-/// set whose one pass takes `cycle` at `data_bps`: its share of the two
-/// together (a listener needs a copy of the catalogue and a pass of the
-/// data, so they take about as long as each other), within
-/// [`CATALOGUE_SHARE`]..[`MAX_CATALOGUE_SHARE`]. A set of many tiny files
-/// has a catalogue about as large as its data: at a fixed 5% of the rate,
-/// a copy took several times as long as the data.
-pub fn catalogue_share(bytes: u64, cycle: Duration, data_bps: f64) -> f64 {
-    let catalogue = bytes as f64 * 8.0;
-    let data = cycle.as_secs_f64() * data_bps.max(0.0);
-    (catalogue / (catalogue + data).max(1.0)).clamp(CATALOGUE_SHARE, MAX_CATALOGUE_SHARE)
-}
-
-/// Time between two copies of a catalogue of `bytes` (IP and UDP headers
-/// counted) for a file set whose one pass takes `cycle`, with data sent
-/// at `data_bps`: [`CATALOGUE_COPIES_PER_CYCLE`] a cycle within
-/// [`MIN_CATALOGUE_PERIOD`]..[`CATALOGUE_PERIOD`], and never more than
-/// [`catalogue_share`] of the rate.
-pub fn catalogue_period(bytes: u64, cycle: Duration, data_bps: f64) -> Duration {
-    let wanted = (cycle.as_secs_f64() / CATALOGUE_COPIES_PER_CYCLE).clamp(
-        MIN_CATALOGUE_PERIOD.as_secs_f64(),
-        CATALOGUE_PERIOD.as_secs_f64(),
-    );
-    let share = catalogue_share(bytes, cycle, data_bps);
-    let at_share = bytes as f64 * 8.0 / (data_bps.max(1.0) * share);
-    Duration::from_secs_f64(wanted.max(at_share).min(3600.0))
-}
 
 /// Copies of the catalogue a pusher with a target redundancy sends before
 /// it stops.
@@ -285,188 +243,6 @@ impl PushEndpoint {
         };
         e.replace(now, version, items)?;
         Ok(e)
-    }
-
-    /// Publishes a new file set as `version` (higher than the last): a new
-    /// catalogue and session; the pass on air is dropped.
-    pub fn replace(
-        &mut self,
-        now: Instant,
-        version: u64,
-        items: impl Into<PushSet>,
-    ) -> Result<(), ServerError> {
-        let set: PushSet = items.into();
-        let units = set.units();
-        let members: usize = set.packs.iter().map(|p| p.members.len()).sum();
-        let heads = units.len() + members;
-        if heads > MAX_PUSH_ITEMS as usize {
-            return Err(ServerError::TooManyItems {
-                got: heads,
-                max: MAX_PUSH_ITEMS,
-            });
-        }
-        let key = self.identity.public();
-        let session = session_of(&key, version);
-        let base = CataloguePiece {
-            signer: key.to_bytes(),
-            version,
-            session,
-            items: heads as u32,
-            signed_symbols: self.cfg.server.sign_symbols,
-            index: 0,
-            count: 1,
-            symbol_size: 0,
-            entries: Vec::new(),
-        };
-        let mut entries = Vec::new();
-        let mut sent = Vec::with_capacity(units.len());
-        let mut infos = Vec::with_capacity(units.len());
-        let head = |kind, info: &ItemInfo, mode, mtime| ItemHead {
-            kind,
-            name: match kind {
-                HeadKind::Pack => String::new(),
-                _ => info.name.clone(),
-            },
-            size: info.size,
-            hash: info.hash,
-            fec: self.cfg.server.item_fec(info.size),
-            mode,
-            mtime,
-        };
-        let mut packs = set.packs.iter();
-        let mut member_id = units.len();
-        for (i, u) in units.iter().enumerate() {
-            let id = crate::ItemId(i as u32);
-            let info = match u {
-                Unit::File(f) => {
-                    let Some(it) = set.files.get(*f) else { break };
-                    let h = head(HeadKind::File, &it.info, it.mode, it.mtime);
-                    entries.extend(split_item(id, h, &it.info.block_hashes));
-                    &it.info
-                }
-                Unit::Pack(_) => {
-                    let Some(p) = packs.next() else { break };
-                    let h = head(HeadKind::Pack, &p.info, 0, 0);
-                    entries.extend(split_item(id, h, &p.info.block_hashes));
-                    for (&m, &offset) in p.members.iter().zip(&p.offsets) {
-                        let Some(it) = set.files.get(m) else { continue };
-                        let kind = HeadKind::Member { pack: id, offset };
-                        let h = head(kind, &it.info, it.mode, it.mtime);
-                        let mid = crate::ItemId(member_id as u32);
-                        entries.extend(split_item(mid, h, &[]));
-                        member_id += 1;
-                    }
-                    &p.info
-                }
-            };
-            let symbols = Layout::new(info.size, &self.cfg.server.item_fec(info.size))
-                .map(|l| l.symbols())
-                .unwrap_or(0);
-            sent.push((0, symbols));
-            infos.push(info.clone());
-        }
-        // Many small files share a piece; an empty folder is a version
-        // too, one piece with no entries: listeners learn the signer and
-        // that there is nothing to fetch.
-        let mut pieces = pack(&base, entries);
-        if pieces.len() > MAX_PIECES as usize {
-            return Err(ServerError::TooManyPieces {
-                got: pieces.len(),
-                max: MAX_PIECES,
-            });
-        }
-        // A catalogue of a few pieces or more is coded (`catalogue_code`).
-        let symbol = catalogue_code::symbol_size(&pieces);
-        let bodies: Vec<Vec<u8>> = (pieces.iter_mut())
-            .map(|p| {
-                p.symbol_size = symbol;
-                let mut buf = Vec::new();
-                p.emit(&mut buf);
-                buf
-            })
-            .collect();
-        let coder = (pieces.first()).and_then(|first| CatalogueCoder::new(first, &bodies));
-        let pieces: Vec<Vec<u8>> = (bodies.into_iter())
-            .map(|mut buf| {
-                auth::sign_catalogue(&self.identity, &mut buf);
-                buf
-            })
-            .collect();
-        let mut cfg = self.cfg.server.clone();
-        cfg.session = session;
-        // MAD's weights are the files'; a pack is wanted by whoever wants
-        // any of its members.
-        // (No weights at all: every item counts as equal, as before.)
-        let weights = match &cfg.scheduler {
-            crate::sched::SchedulerKind::Mad { weights } if !weights.is_empty() => Some(weights),
-            _ => None,
-        };
-        if let Some(weights) = weights {
-            let w = |f: &usize| weights.get(*f).copied().unwrap_or(0.0);
-            let by_unit = (units.iter())
-                .map(|u| match u {
-                    Unit::File(f) => w(f),
-                    Unit::Pack(m) => m.iter().map(|(f, _)| w(f)).sum(),
-                })
-                .collect();
-            cfg.scheduler = crate::sched::SchedulerKind::Mad { weights: by_unit };
-        }
-        // The catalogue's bytes come out of the data rate, and it is sent
-        // at most its catalogue_share of it.
-        let bytes: u64 = pieces.iter().map(|p| p.len() as u64 + 28).sum();
-        let data_bps = crate::profile::packet_bits(cfg.symbol_size, false, false) as f64
-            / cfg.packet_interval.as_secs_f64().max(1e-9);
-        let symbols: u64 = sent.iter().map(|&(_, k)| k).sum();
-        let cycle = cfg
-            .packet_interval
-            .saturating_mul(symbols.min(u32::MAX as u64) as u32);
-        let period = catalogue_period(bytes, cycle, data_bps).as_secs_f64();
-        let share = bytes as f64 * 8.0 / period / data_bps.max(1.0);
-        let share = share.min(MAX_CATALOGUE_SHARE);
-        cfg.packet_interval = cfg.packet_interval.mul_f64(1.0 / (1.0 - share));
-        self.signer = (cfg.sign_symbols).then(|| BatchSigner::new(session, cfg.sign_copies));
-        let mut server = Server::new(cfg, infos)?;
-        self.go_on(&mut server);
-        self.server = server;
-        self.current = set.files;
-        self.units = units;
-        self.failed.clear();
-        self.reported.clear();
-        self.piece_gap = Duration::from_secs_f64(period / pieces.len().max(1) as f64);
-        self.sent = sent;
-        self.pieces = pieces;
-        self.coder = coder;
-        self.pieces_sent = 0;
-        self.piece_at = now;
-        self.version = version;
-        self.stats.versions += 1;
-        Ok(())
-    }
-
-    /// Items of the next version (`next`) with the same content and
-    /// layout as one of this version's go on where they were
-    /// (`server::carry`): a listener's partly received blocks of them stay
-    /// useful (it carries them over: `client::push`), no id repeats, and
-    /// the items new to the version go first.
-    fn go_on(&mut self, next: &mut Server) {
-        let mut old = std::collections::HashMap::new();
-        for i in (0..self.units.len() as u32).map(crate::ItemId) {
-            if let Some(h) = self.server.item_hash(i) {
-                old.entry(h).or_insert(i);
-            }
-        }
-        let mut kept = Vec::new();
-        let mut i = crate::ItemId(0);
-        while let Some(m) = next.manifest(i) {
-            let same = (old.get(&m.hash))
-                .and_then(|&o| self.server.manifest(o))
-                .filter(|o| o.same_content(&m));
-            if let Some(o) = same {
-                kept.push((i, o.item));
-            }
-            i = crate::ItemId(i.0 + 1);
-        }
-        next.go_on_from(&mut self.server, &kept);
     }
 
     /// Where each item on the data channel stands (its blocks' next symbol
@@ -737,54 +513,5 @@ fn take_events(
             None => continue,
         };
         failed.push_back(PushFailure { names, reason });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ms(d: Duration) -> f64 {
-        d.as_secs_f64() * 1e3
-    }
-
-    #[test]
-    fn the_catalogue_comes_several_times_a_cycle_within_its_bounds() {
-        let (piece, rate) = (1_000u64, 100e6);
-        // One pass of the set: 1 MiB, 4 MiB and 32 MiB at 100 Mbit/s.
-        let cycle = |mib: f64| Duration::from_secs_f64(mib * 8.0 * 1.048_576 / 100.0);
-        assert_eq!(ms(catalogue_period(piece, cycle(1.0), rate)), 20.0);
-        let four = ms(catalogue_period(piece, cycle(4.0), rate));
-        assert!((four - 335.5 / 8.0).abs() < 1.0, "{four}");
-        assert_eq!(ms(catalogue_period(piece, cycle(32.0), rate)), 250.0);
-        // A large catalogue takes at most CATALOGUE_SHARE of the rate
-        // beside a set of many times its bytes.
-        for mib in [32.0, 1e6] {
-            let p = catalogue_period(1_000_000, cycle(mib), rate);
-            assert!((ms(p) - 1600.0).abs() < 1e-6, "{p:?}");
-        }
-        // Beside a set of about its own bytes, its share of the two: a
-        // copy takes about as long as a pass. Never more than half.
-        let (c, one) = (1_048_576u64, cycle(1.0));
-        assert!((catalogue_share(c, one, rate) - 0.5).abs() < 1e-9);
-        let p = catalogue_period(c, cycle(3.0), rate);
-        let pass = cycle(3.0).as_secs_f64() * 1e3;
-        assert!(
-            (ms(p) - pass * 4.0 / 3.0).abs() < 1.0,
-            "{p:?} for a pass of {pass} ms"
-        );
-        let huge = catalogue_period(10 * c, cycle(0.5), rate);
-        assert!((ms(huge) - 10.0 * 8.0 * 1.048_576 / 100.0 * 1e3 / 0.5).abs() < 1e-6);
-        // So does a small one on a slow link: 1,000 bytes at 1 Mbit/s
-        // beside a pass of 1 s.
-        let slow = catalogue_period(piece, Duration::from_secs(1), 1e6);
-        assert!((ms(slow) - 160.0).abs() < 1e-6, "{slow:?}");
-        // With no data at all, half the rate.
-        let empty = catalogue_period(piece, Duration::ZERO, 1e6);
-        assert!((ms(empty) - 20.0).abs() < 1e-6, "{empty:?}");
-        let alone = catalogue_period(100 * piece, Duration::ZERO, 1e6);
-        assert!((ms(alone) - 1600.0).abs() < 1e-6, "{alone:?}");
-        // No rate at all is a long period, not a panic.
-        assert!(catalogue_period(piece, cycle(1.0), 0.0) >= CATALOGUE_PERIOD);
     }
 }
